@@ -1,0 +1,56 @@
+# Two commands run the course: `make lab` opens it, `make test` checks it.
+# Everything is installed into .venv from requirements.txt and pyproject.toml.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# The CPU build of torch where there is no NVIDIA driver, so a CPU machine never
+# downloads the CUDA packages. Override, e.g. `make lab TORCH_SPEC=torch==2.13.0`.
+TORCH_SPEC ?= $(if $(shell command -v nvidia-smi 2>/dev/null),torch==2.13.0,torch==2.13.0+cpu)
+PORT ?= 8888
+IP ?= 127.0.0.1
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+LAB_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
+            --ip=$(IP) --port=$(PORT) $(ROOT_FLAG)
+PYTEST_ARGS ?=
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: install lab test references execute release lab-command clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $@
+
+## Open the course in JupyterLab (nbgrader and widgets extensions enabled).
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab $(LAB_ARGS)
+
+lab-command:
+	@echo $(VENV)/bin/jupyter lab $(LAB_ARGS)
+
+## Run every test: grader, notebooks (nbval, nbgrader validation), release, pipeline.
+test: $(STAMP)
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+## Rewrite data/references/ from the float64 reference implementations.
+references: $(STAMP)
+	$(PY) -m grader.fixtures
+
+## Re-execute the instructor notebooks in solutions/ in place (their outputs are committed).
+execute: $(STAMP)
+	$(PY) -m grader.notebooks execute
+
+## Regenerate notebooks/ from solutions/, then check that the sources pass every test
+## and the release passes none.
+release: $(STAMP)
+	$(PY) -m grader.notebooks release
+
+clean:
+	rm -rf $(VENV) submitted autograded feedback gradebook.db exchange reports grades.csv

@@ -1,0 +1,376 @@
+"""The six exercises of the course: how to call the student's code, which inputs to
+draw, which invariants hold, and which test cell checks what ("focuses")."""
+import torch
+
+from grader import mistakes
+from grader import reference as ref
+from grader.core import CheckError, Exercise, Focus, Invariant
+
+_NOISE_SEED = 1234
+
+
+def _noise_like(t):
+    gen = torch.Generator().manual_seed(_NOISE_SEED)
+    return torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.device, t.dtype)
+
+
+def _first_change(a, b, dim, tol):
+    """Index along dim of the first slice where a and b differ."""
+    for i in range(a.shape[dim]):
+        if not torch.allclose(a.select(dim, i), b.select(dim, i), **tol):
+            return i
+    return None
+
+
+# --- invariants ------------------------------------------------------------------------
+
+def causal(keys, in_dim, out_dim, what="token"):
+    """Changing the inputs after position t must leave outputs 0..t unchanged."""
+    def fn(ctx):
+        T = ctx.out.shape[out_dim]
+        t = (T - 1) // 2
+        new = dict(ctx.inputs)
+        for key in keys:
+            x = ctx.inputs[key].clone()
+            idx = [slice(None)] * x.dim()
+            idx[in_dim] = slice(t + 1, None)
+            x[tuple(idx)] += 3 * _noise_like(x[tuple(idx)])
+            new[key] = x
+        out = ctx.run(new)
+        before, after = ctx.out.narrow(out_dim, 0, t + 1), out.narrow(out_dim, 0, t + 1)
+        if not ctx.close(before, after):
+            i = _first_change(before, after, out_dim, ctx.tol)
+            return (f"not causal: changing {what}s {t + 1}..{T - 1} changed the output at "
+                    f"position {i}.\n  Position {i} may only use {what}s 0..{i}.")
+    return Invariant("causal", fn)
+
+
+def batch_independent(keys):
+    """Changing batch element 0 must leave the other batch elements unchanged."""
+    def fn(ctx):
+        new = dict(ctx.inputs)
+        for key in keys:
+            x = ctx.inputs[key].clone()
+            x[0] += 3 * _noise_like(x[0])
+            new[key] = x
+        out = ctx.run(new)
+        if not ctx.close(ctx.out[1:], out[1:]):
+            return ("batch elements are not independent: changing sequence 0 changed the "
+                    "others.\n  Mix information along T only, never along the batch dim B.")
+    return Invariant("batch_independent", fn)
+
+
+def _rows_sum_to_one(ctx):
+    sums = ctx.out.sum(-1)
+    want = torch.ones_like(sums)
+    mask = ctx.inputs.get("mask")
+    if isinstance(mask, torch.Tensor):
+        want = (~mask.cpu().expand(ctx.out.shape).all(-1)).to(sums.dtype)
+    if not ctx.close(sums, want):
+        msg = (f"each row must sum to 1 (a distribution over the keys); row sums range from "
+               f"{float(sums.min()):.4g} to {float(sums.max()):.4g}.")
+        if ctx.close(ctx.out.sum(-2), torch.ones_like(ctx.out.sum(-2))):
+            msg += "\n  Your columns sum to 1 instead."
+        return msg
+
+
+def _masked_get_zero(ctx):
+    mask = ctx.inputs["mask"].cpu().expand(ctx.out.shape)
+    w = ctx.out[mask].abs()
+    if w.numel() and float(w.max()) > ctx.tol["atol"]:
+        return (f"masked positions must get weight 0; {int((w > ctx.tol['atol']).sum())} of "
+                f"{w.numel()} masked positions have weight (up to {float(w.max()):.4g}).")
+
+
+def _fully_masked_rows(ctx):
+    empty = ctx.inputs["mask"].cpu().expand(ctx.out.shape).all(-1)  # (B, T)
+    rows = ctx.out[empty]
+    if not ctx.close(rows, torch.zeros_like(rows)):
+        return ("a row whose every position is masked must come out as zeros "
+                f"(it may attend to nothing); got rows with values up to {float(rows.abs().max()):.4g}.")
+
+
+def _future_gets_zero(ctx):
+    upper = ctx.out.triu(1)
+    if not ctx.close(upper, torch.zeros_like(upper)):
+        idx = tuple(int(i) for i in (upper.abs() > ctx.tol["atol"]).nonzero()[0])
+        return (f"weights above the diagonal (the future) must be 0; found "
+                f"{float(upper[idx]):.4g} at index {idx}.")
+
+
+def _first_token(ctx):
+    x = ctx.inputs["x"].detach().to("cpu", torch.float64)
+    if not ctx.close(ctx.out[:, 0], x[:, 0]):
+        return "the first token has only itself to average: out[:, 0] must equal x[:, 0]."
+
+
+def _last_token(ctx):
+    x = ctx.inputs["x"].detach().to("cpu", torch.float64)
+    if not ctx.close(ctx.out[:, -1], x.mean(1)):
+        return "the last token sees the whole sequence: out[:, -1] must equal x.mean(1)."
+
+
+ROWS_SUM_TO_ONE = Invariant("rows_sum_to_one", _rows_sum_to_one)
+MASKED_GET_ZERO = Invariant("masked_get_zero", _masked_get_zero)
+FULLY_MASKED_ROWS = Invariant("fully_masked_rows", _fully_masked_rows)
+FUTURE_GETS_ZERO = Invariant("future_gets_zero", _future_gets_zero)
+
+
+# --- calling the student's code -------------------------------------------------------
+
+def _call_function(*names):
+    return lambda fn, inputs: fn(*(inputs[n] for n in names))
+
+
+def _load_parameters(model, params, hint):
+    """Copy the grader's weights into the student's module, by parameter name."""
+    have = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    want = {n: tuple(p.shape) for n, p in params.items()}
+    if have != want:
+        fmt = lambda d: ", ".join(f"{n} {s}" for n, s in sorted(d.items())) or "none"
+        extra = "\n  Did you leave bias=True?" if any(n.endswith("bias") for n in set(have) - set(want)) else ""
+        raise CheckError(f"parameters do not match {hint}.\n  expected: {fmt(want)}\n"
+                         f"  yours:    {fmt(have)}{extra}")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(params[name])
+
+
+def _call_head(cls, inputs):
+    x = inputs["x"]  # (B, T, C)
+    head_size, C = inputs["w_query"].shape
+    model = cls(C, head_size, inputs["block_size"], causal=inputs["causal"]).to(x.device, x.dtype)
+    _load_parameters(model, {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
+                             "value.weight": inputs["w_value"]},
+                     "query, key, value = nn.Linear(C, head_size, bias=False)")
+    with torch.no_grad():
+        return model(x)
+
+
+def _mha_parameters(inputs, batched):
+    if batched:
+        flat = lambda w: w.reshape(-1, w.shape[-1])  # (n_heads * head_size, C)
+        params = {"query.weight": flat(inputs["w_query"]), "key.weight": flat(inputs["w_key"]),
+                  "value.weight": flat(inputs["w_value"])}
+    else:
+        params = {}
+        for i in range(inputs["w_query"].shape[0]):
+            for name in ("query", "key", "value"):
+                params[f"heads.{i}.{name}.weight"] = inputs[f"w_{name}"][i]
+    params["proj.weight"], params["proj.bias"] = inputs["w_proj"], inputs["b_proj"]
+    return params
+
+
+def _call_mha(batched):
+    hint = ("query, key, value = nn.Linear(C, n_heads * head_size, bias=False), "
+            "proj = nn.Linear(n_heads * head_size, C)" if batched else
+            "heads = nn.ModuleList of Head(C, head_size, block_size, causal), "
+            "proj = nn.Linear(n_heads * head_size, C)")
+
+    def call(cls, inputs):
+        x = inputs["x"]  # (B, T, C)
+        n_heads, head_size, C = inputs["w_query"].shape
+        model = cls(C, n_heads, head_size, inputs["block_size"], causal=inputs["causal"])
+        model = model.to(x.device, x.dtype)
+        _load_parameters(model, _mha_parameters(inputs, batched), hint)
+        with torch.no_grad():
+            return model(x)
+    return call
+
+
+# --- drawing inputs -------------------------------------------------------------------
+
+def _randn(gen, *shape):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+def _draw_bag(gen, case, d):
+    return {"x": _randn(gen, d["B"], d["T"], d["C"])}
+
+
+def _draw_weights(gen, case, d):
+    return {"T": d["T"]}
+
+
+def _draw_masked_softmax(gen, case, d):
+    B, T = d["B"], d["T"]
+    scores = 2 * _randn(gen, B, T, T)  # (B, T, T)
+    mask = torch.rand(B, T, T, generator=gen, dtype=torch.float64) < 0.4  # (B, T, T)
+    mask[..., 0] = False  # every row keeps key 0 ...
+    if case == "empty_rows":  # ... except a few rows that may attend to nothing
+        mask[0, 1] = True
+        mask[-1, T - 1] = True
+    return {"scores": scores, "mask": mask}
+
+
+def _draw_causal_scores(gen, case, d):
+    B, T = d["B"], d["T"]
+    # half-integers in [-3, 3]: some scores in the past are exactly 0, which exposes a
+    # mask built from the values; the diagonal is kept non-zero.
+    scores = torch.randint(-6, 7, (B, T, T), generator=gen).double() / 2  # (B, T, T)
+    diag = torch.randint(1, 7, (B, T), generator=gen).double() / 2
+    scores.diagonal(dim1=-2, dim2=-1).copy_(diag)
+    return {"scores": scores}
+
+
+def _draw_head(gen, case, d):
+    B, T, C, hs = d["B"], d["T"], d["C"], d["head_size"]
+    x = _randn(gen, B, T, C)  # (B, T, C)
+    x[:, T // 2] = 0.0  # a blank token: its scores are exactly 0
+    w = lambda: _randn(gen, hs, C) * C**-0.5  # (head_size, C)
+    return {"x": x, "w_query": w(), "w_key": w(), "w_value": w(),
+            "causal": case != "encoder", "block_size": d["block_size"]}
+
+
+def _draw_sdpa(gen, case, d):
+    B, T, hs = d["B"], d["T"], d["head_size"]
+    q, k, v = (_randn(gen, B, T, hs) for _ in range(3))  # (B, T, head_size)
+    if case == "causal":
+        mask = ref.causal_mask(T)  # (T, T)
+    elif case == "padding":
+        mask = torch.rand(B, T, T, generator=gen) < 0.4  # (B, T, T)
+        mask[..., 0] = False
+    else:
+        mask = None
+    return {"q": q, "k": k, "v": v, "mask": mask}
+
+
+def _draw_mha(gen, case, d):
+    B, T, C, hs, nh = d["B"], d["T"], d["C"], d["head_size"], d["n_heads"]
+    x = _randn(gen, B, T, C)  # (B, T, C)
+    w = lambda: _randn(gen, nh, hs, C) * C**-0.5  # (n_heads, head_size, C)
+    return {"x": x, "w_query": w(), "w_key": w(), "w_value": w(),
+            "w_proj": _randn(gen, C, nh * hs) * (nh * hs) ** -0.5,  # (C, n_heads * head_size)
+            "b_proj": 0.1 * _randn(gen, C),  # (C,)
+            "causal": case != "encoder", "block_size": d["block_size"]}
+
+
+# --- the exercises --------------------------------------------------------------------
+
+def _bag_exercise(name):
+    x_causal = causal(["x"], in_dim=1, out_dim=1)
+    x_batch = batch_independent(["x"])
+    return Exercise(
+        name=name, call=_call_function("x"), reference=ref.bag_of_words, draw=_draw_bag,
+        dims={"B": (3, (2, 5)), "T": (7, (4, 12)), "C": (5, (2, 9))}, distinct=("B", "T", "C"),
+        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        focuses={
+            "output": Focus("returns a (B, T, C) tensor like x"),
+            "first_token": Focus("the first token is its own average",
+                                 invariants=(Invariant("first_token", _first_token),)),
+            "last_token": Focus("the last token averages the whole sequence",
+                                invariants=(Invariant("last_token", _last_token),)),
+            "causal": Focus("never looks at future tokens", invariants=(x_causal,)),
+            "batch_independent": Focus("keeps the sequences of a batch apart", invariants=(x_batch,)),
+            "values": Focus("matches the reference values", invariants=(x_causal, x_batch), values=True),
+        },
+        mistakes=mistakes.BAG_OF_WORDS)
+
+
+MASK_CAUSAL = causal(["scores"], in_dim=-1, out_dim=-2, what="key")
+HEAD_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
+HEAD_BATCH = batch_independent(["x"])
+SDPA_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
+SDPA_BATCH = batch_independent(["q", "k", "v"])
+
+EXERCISES = {
+    "bag_of_words_loop": _bag_exercise("bag_of_words_loop"),
+    "bag_of_words_matmul": _bag_exercise("bag_of_words_matmul"),
+    "running_average_weights": Exercise(
+        name="running_average_weights", call=_call_function("T"),
+        reference=ref.running_average_weights, draw=_draw_weights,
+        dims={"T": (6, (3, 12))}, shape=lambda i: ((i["T"], i["T"]), "(T, T)"),
+        out_dtype=lambda i: torch.float32,
+        focuses={
+            "output": Focus("returns a (T, T) float32 tensor"),
+            "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
+            "lower_triangular": Focus("gives the future no weight", invariants=(FUTURE_GETS_ZERO,)),
+            "values": Focus("matches the reference values",
+                            invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO), values=True),
+        },
+        mistakes=mistakes.RUNNING_AVERAGE_WEIGHTS),
+    "masked_softmax": Exercise(
+        name="masked_softmax", call=_call_function("scores", "mask"),
+        reference=ref.masked_softmax, draw=_draw_masked_softmax,
+        dims={"B": (3, (2, 5)), "T": (6, (3, 10))}, distinct=("B", "T"),
+        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        focuses={
+            "output": Focus("returns weights shaped like the scores"),
+            "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
+            "masked_get_zero": Focus("masked positions get weight 0", invariants=(MASKED_GET_ZERO,)),
+            "fully_masked_rows": Focus("a fully masked row comes out as zeros", case="empty_rows",
+                                       invariants=(FULLY_MASKED_ROWS,)),
+            "values": Focus("matches the reference values", case="empty_rows",
+                            invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO), values=True),
+        },
+        mistakes=mistakes.MASKED_SOFTMAX),
+    "causal_weights": Exercise(
+        name="causal_weights", call=_call_function("scores"), reference=ref.causal_weights,
+        draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
+        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        focuses={
+            "output": Focus("returns weights shaped like the scores"),
+            "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
+            "causal": Focus("gives the future no weight", invariants=(FUTURE_GETS_ZERO, MASK_CAUSAL)),
+            "values": Focus("matches the reference values",
+                            invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL), values=True),
+        },
+        mistakes=mistakes.CAUSAL_WEIGHTS),
+    "head": Exercise(
+        name="Head", call=_call_head, reference=ref.head, draw=_draw_head, module=True,
+        dims={"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 9)),
+              "block_size": (9, (1, 4))},  # hidden: T + 1..4
+        distinct=("B", "T", "C", "head_size", "block_size"),
+        shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), "(B, T, head_size)"),
+        focuses={
+            "output": Focus("returns (B, T, head_size)"),
+            "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
+            "batch_independent": Focus("keeps the sequences of a batch apart", invariants=(HEAD_BATCH,)),
+            "values": Focus("matches the reference values (causal)",
+                            invariants=(HEAD_CAUSAL, HEAD_BATCH), values=True),
+            "encoder": Focus("matches the reference values with causal=False", case="encoder",
+                             invariants=(HEAD_BATCH,), values=True),
+        },
+        mistakes=mistakes.HEAD),
+    "scaled_dot_product_attention": Exercise(
+        name="scaled_dot_product_attention", call=_call_function("q", "k", "v", "mask"),
+        reference=ref.scaled_dot_product_attention, draw=_draw_sdpa,
+        dims={"B": (3, (2, 4)), "T": (7, (4, 11)), "head_size": (5, (3, 9))},
+        distinct=("B", "T", "head_size"),
+        shape=lambda i: (i["v"].shape, "(B, T, head_size)"),
+        focuses={
+            "output": Focus("returns (B, T, head_size)", case="causal"),
+            "causal": Focus("with a causal mask, never looks at future keys", case="causal",
+                            invariants=(SDPA_CAUSAL,)),
+            "no_mask": Focus("matches the reference values without a mask", case="no_mask",
+                             invariants=(SDPA_BATCH,), values=True),
+            "values": Focus("matches the reference values with a causal mask", case="causal",
+                            invariants=(SDPA_CAUSAL, SDPA_BATCH), values=True),
+            "padding": Focus("matches the reference values with a padding mask", case="padding",
+                             values=True),
+        },
+        mistakes=mistakes.SCALED_DOT_PRODUCT_ATTENTION),
+}
+
+_MHA_DIMS = {"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 8)),
+             "n_heads": (2, (2, 4)), "block_size": (9, (1, 4))}
+
+
+def _mha_exercise(name, batched):
+    return Exercise(
+        name=name, call=_call_mha(batched), reference=ref.multi_head_attention, draw=_draw_mha,
+        module=True, dims=_MHA_DIMS, distinct=("B", "T", "C", "head_size", "n_heads", "block_size"),
+        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        focuses={
+            "output": Focus("returns (B, T, C)"),
+            "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
+            "values": Focus("matches the reference values (causal)",
+                            invariants=(HEAD_CAUSAL, HEAD_BATCH), values=True),
+            "encoder": Focus("matches the reference values with causal=False", case="encoder",
+                             invariants=(HEAD_BATCH,), values=True),
+        },
+        mistakes=mistakes.MULTI_HEAD_ATTENTION)
+
+
+EXERCISES["multi_head_attention"] = _mha_exercise("MultiHeadAttention", batched=False)
+EXERCISES["batched_multi_head_attention"] = _mha_exercise("BatchedMultiHeadAttention", batched=True)

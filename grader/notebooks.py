@@ -1,0 +1,122 @@
+"""Instructor tools for the notebooks: execute the sources, generate the release, validate.
+
+    python -m grader.notebooks execute [NAME ...]   # run solutions/ in place, keep outputs
+    python -m grader.notebooks release              # solutions/ -> notebooks/, then validate
+
+Generation and validation use nbgrader's own API, configured by nbgrader_config.py.
+"""
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = "solutions"
+RELEASE = "notebooks"
+
+# nbgrader runs helper programs (alembic, jupyter) by name: find the ones installed
+# beside this Python even when the virtual environment is not activated.
+_BIN = os.path.dirname(sys.executable)
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+
+def assignments(root=ROOT):
+    """Assignment names, in course order (01_..., 02_...)."""
+    return sorted(p.name for p in (Path(root) / SOURCE).iterdir()
+                  if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def notebook_paths(folder, root=ROOT):
+    return sorted((Path(root) / folder).glob("*/*.ipynb"))
+
+
+def load_config(root=ROOT):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+
+
+def execute(path, timeout=120):
+    """Run a notebook top to bottom in its own folder and save it with its outputs."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+                   resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+    nbformat.write(nb, path)
+    return nb
+
+
+def generate(root=ROOT, names=None, log_level="WARNING"):
+    """nbgrader generate_assignment for each assignment, into <root>/notebooks/."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    config = load_config(ROOT)
+    config.CourseDirectory.root = str(root)
+    config.GenerateAssignment.force = True
+    config.Application.log_level = log_level
+    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    failures = {}
+    for name in names or assignments(root):
+        result = api.generate_assignment(name, force=True, create=True)
+        if not result["success"]:
+            failures[name] = result["error"] or result["log"]
+    if failures:
+        raise RuntimeError("generate_assignment failed:\n" + "\n".join(
+            f"{k}: {v}" for k, v in failures.items()))
+    # nbgrader leaves its gradebook behind; the release itself is what we keep.
+    return [Path(root) / RELEASE / n for n in names or assignments(root)]
+
+
+def validate(path, invert=False):
+    """nbgrader's own validation; returns its result dict (empty means it passed)."""
+    from nbgrader.validator import Validator
+
+    validator = Validator(invert=invert, config=load_config(ROOT))
+    validator.log.setLevel("ERROR")
+    return validator.validate(str(path))
+
+
+def release(root=ROOT):
+    generate(root)
+    problems = []
+    for path in notebook_paths(SOURCE, root):
+        result = validate(path)
+        if result:
+            problems.append(f"{path}: the source does not pass its own tests: {sorted(result)}")
+        else:
+            print(f"source passes every test: {path.relative_to(root)}")
+    for path in notebook_paths(RELEASE, root):
+        result = validate(path, invert=True)
+        if result:
+            problems.append(f"{path}: the release passes some tests: {sorted(result)}")
+        else:
+            print(f"release passes none:       {path.relative_to(root)}")
+    if problems:
+        raise SystemExit("\n".join(problems))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("execute", help="execute solutions/ notebooks in place")
+    ex.add_argument("names", nargs="*", help="assignment names (default: all)")
+    sub.add_parser("release", help="regenerate notebooks/ and validate both sides")
+    args = parser.parse_args(argv)
+    os.chdir(ROOT)
+    if args.command == "execute":
+        for name in args.names or assignments():
+            for path in sorted((ROOT / SOURCE / name).glob("*.ipynb")):
+                print(f"executing {path.relative_to(ROOT)}", flush=True)
+                execute(path)
+    else:
+        release()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Widgets for the notebooks. Each keeps its state in plain attributes (probs, entropy,
+...) so tests can drive the slider from Python and read what the chart shows."""
+import math
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import display
+
+from notebook_helpers.plots import show_probabilities
+
+
+def entropy(probs):
+    """Shannon entropy in nats; 0 * log 0 counts as 0."""
+    p = probs[probs > 0]
+    return float(-(p * p.log()).sum())
+
+
+class _ChartWidget:
+    """A row of controls, a line of numbers, and a chart redrawn on every change."""
+
+    def __init__(self, controls):
+        self.stats = widgets.HTML()
+        self.plot = widgets.Output()
+        self.widget = widgets.VBox([widgets.HBox(controls), self.stats, self.plot])
+        for control in controls:
+            control.observe(lambda change: self.update(), names="value")
+        self.update()
+
+    def update(self):
+        self.refresh()
+        self.stats.value = self.summary()
+        with self.plot:
+            self.plot.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=(5.5, 2.4))
+            self.draw(ax)
+            fig.tight_layout()
+            display(fig)
+            plt.close(fig)
+
+    def _ipython_display_(self):
+        display(self.widget)
+
+
+class SoftmaxSharpener(_ChartWidget):
+    """softmax(factor * scores) for a fixed score vector, with a slider for the factor."""
+
+    def __init__(self, scores, labels=None, factor=1.0, max_factor=10.0):
+        self.scores = torch.as_tensor(scores, dtype=torch.float64)  # (n,)
+        self.labels = labels
+        self.slider = widgets.FloatSlider(value=factor, min=0.0, max=max_factor, step=0.1,
+                                          description="factor", continuous_update=True)
+        super().__init__([self.slider])
+
+    @property
+    def factor(self):
+        return self.slider.value
+
+    def refresh(self):
+        self.probs = torch.softmax(self.factor * self.scores, dim=-1)  # (n,)
+        self.entropy = entropy(self.probs)
+        self.max_prob = float(self.probs.max())
+
+    def summary(self):
+        return (f"factor {self.factor:.1f} &nbsp;·&nbsp; entropy {self.entropy:.3f} nats "
+                f"(uniform: {math.log(len(self.scores)):.3f}) &nbsp;·&nbsp; "
+                f"largest probability {self.max_prob:.3f}")
+
+    def draw(self, ax):
+        show_probabilities(self.probs, self.labels, ax=ax,
+                           title=f"softmax({self.factor:.1f} \u00d7 scores)")
+
+
+class HeadSizeExplorer(_ChartWidget):
+    """Variance of q . k for unit-Gaussian q, k, and the softmax of one row of scores,
+    as head_size grows, with and without the 1/sqrt(head_size) scale."""
+
+    SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+    def __init__(self, T=8, n_samples=4000, seed=0):
+        gen = torch.Generator().manual_seed(seed)
+        max_size = self.SIZES[-1]
+        self.q = torch.randn(n_samples, max_size, generator=gen, dtype=torch.float64)
+        self.k = torch.randn(n_samples, max_size, generator=gen, dtype=torch.float64)
+        self.row_q = torch.randn(max_size, generator=gen, dtype=torch.float64)  # one query
+        self.row_k = torch.randn(T, max_size, generator=gen, dtype=torch.float64)  # T keys
+        self.slider = widgets.SelectionSlider(options=self.SIZES, value=16, description="head_size")
+        self.scaled = widgets.Checkbox(value=False, description="scale by head_size ** -0.5")
+        super().__init__([self.slider, self.scaled])
+
+    @property
+    def head_size(self):
+        return self.slider.value
+
+    def refresh(self):
+        hs = self.head_size
+        factor = hs**-0.5 if self.scaled.value else 1.0
+        self.variance = float(((self.q[:, :hs] * self.k[:, :hs]).sum(-1) * factor).var())
+        scores = self.row_k[:, :hs] @ self.row_q[:hs] * factor  # (T,)
+        self.probs = torch.softmax(scores, dim=-1)  # (T,)
+        self.max_prob = float(self.probs.max())
+
+    def summary(self):
+        scale = "scaled" if self.scaled.value else "unscaled"
+        return (f"head_size {self.head_size} ({scale}) &nbsp;·&nbsp; variance of q\u00b7k "
+                f"{self.variance:.2f} &nbsp;·&nbsp; largest probability in one row {self.max_prob:.3f}")
+
+    def draw(self, ax):
+        show_probabilities(self.probs, ax=ax, title="softmax of one query's scores over 8 keys")

@@ -1,0 +1,217 @@
+"""The checks: correct answers pass, every catalogued mistake is named, odd answers are
+explained, and nothing reaches stderr."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import grader
+from grader import core, reference as ref
+from grader.exercises import EXERCISES
+from answers import CORRECT, Head, student_from
+
+CHECKS = {key: getattr(grader, f"check_{key}") for key in EXERCISES}
+GPU_ONLY = {"mask_wrong_device"}  # identical to the right answer on the CPU
+
+
+def mistake_cases():
+    return [pytest.param(key, mistake, id=f"{key}-{mistake.key}")
+            for key, ex in EXERCISES.items() for mistake in ex.mistakes
+            if mistake.key not in GPU_ONLY]
+
+
+@pytest.mark.parametrize("key,focus", [(k, f) for k, ex in EXERCISES.items() for f in ex.focuses])
+def test_correct_answer_passes_every_focus(key, focus, capfd):
+    result = CHECKS[key](CORRECT[key], focus)
+    assert result is None  # a statement, never a trailing value nbgrader could read as a score
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert out.startswith("\u2713 ") and out.count("\n") == 1
+
+
+@pytest.mark.parametrize("key", EXERCISES)
+def test_correct_answer_passes_hidden_checks(key):
+    for seed in range(5):
+        for focus in EXERCISES[key].focuses:
+            CHECKS[key](CORRECT[key], focus, hidden=True, seed=seed)
+
+
+@pytest.mark.parametrize("key,mistake", mistake_cases())
+def test_each_mistake_is_named(key, mistake):
+    student = student_from(key, mistake.fn)
+    with pytest.raises(grader.CheckError) as info:
+        CHECKS[key](student, "values")
+    message = str(info.value)
+    assert f"Likely mistake: {mistake.name} \u2014" in message, message
+    others = [m.name for m in EXERCISES[key].mistakes if m is not mistake and m.name != mistake.name]
+    assert not any(f"Likely mistake: {o} " in message for o in others)
+
+
+@pytest.mark.parametrize("key,mistake", mistake_cases())
+def test_each_mistake_differs_from_the_reference_beyond_tolerance(key, mistake):
+    """No mistake can pass by luck on the fixed inputs."""
+    case = core._load_fixed(EXERCISES[key])["empty_rows" if key == "masked_softmax" else
+                                             "causal" if key == "scaled_dot_product_attention" else "main"]
+    try:
+        wrong = mistake.fn(*case["inputs"].values())
+    except RuntimeError:
+        return  # raises: can never pass
+    assert not core._close(wrong.double(), case["expected"], core.TOLERANCES[("cpu", torch.float32)])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), key=st.sampled_from(sorted(EXERCISES)))
+def test_hidden_draws_have_distinct_dims_and_separate_every_mistake(seed, key):
+    ex = EXERCISES[key]
+    gen = torch.Generator().manual_seed(seed)
+    dims = core.draw_dims(ex, gen)
+    picked = [dims[d] for d in ex.distinct]
+    assert len(set(picked)) == len(picked)
+    if "block_size" in dims:
+        assert dims["block_size"] > dims["T"]
+    for focus in ("values",):
+        CHECKS[key](CORRECT[key], focus, hidden=True, seed=seed)
+        for mistake in ex.mistakes:
+            if mistake.key in GPU_ONLY:
+                continue
+            with pytest.raises(grader.CheckError, match="Likely mistake"):
+                CHECKS[key](student_from(key, mistake.fn), focus, hidden=True, seed=seed)
+
+
+# --- odd answers -------------------------------------------------------------------
+
+def _stub(*args):
+    raise NotImplementedError()
+
+
+ODD = [
+    (lambda x: None, "returned None"),
+    (lambda x: [x[0], x[1]], "returned a list of 2 items"),
+    (lambda x: 3.5, "returned a single float"),
+    (lambda x: x.numpy(), "returned a numpy.ndarray"),
+    (lambda x: x.to("meta"), "returned a tensor on meta"),
+    (lambda x: x.double(), "returned dtype torch.float64"),
+    (lambda x: x[:, :, :2], "returned shape (3, 7, 2); expected (3, 7, 5) = (B, T, C)"),
+    (lambda x: x.sum() / 0 * x, "NaN/inf"),
+    (lambda x: {}["missing"], "your code raised KeyError"),
+    (_stub, "not implemented yet"),
+]
+
+
+@pytest.mark.parametrize("answer,expected", ODD, ids=[e for _, e in ODD])
+def test_odd_answers_get_a_clear_message(answer, expected):
+    with pytest.raises(grader.CheckError) as info:
+        grader.check_bag_of_words_loop(answer, "values")
+    message = str(info.value)
+    assert expected in message
+    assert "Traceback" not in message and len(message.splitlines()) <= 4
+
+
+def test_tensor_subclass_is_refused():
+    class Liar(torch.Tensor):
+        def __eq__(self, other):
+            return True
+    with pytest.raises(grader.CheckError, match="Tensor subclass"):
+        grader.check_bag_of_words_loop(lambda x: CORRECT["bag_of_words_loop"](x).as_subclass(Liar), "output")
+
+
+def test_not_a_function_or_class():
+    x = torch.zeros(3)
+    with pytest.raises(grader.CheckError, match="not its result"):
+        grader.check_masked_softmax(x, "output")
+    with pytest.raises(grader.CheckError, match="pass the class itself"):
+        grader.check_head(Head(4, 3, 5), "output")
+    with pytest.raises(grader.CheckError, match="expected an nn.Module class"):
+        grader.check_head(CORRECT["masked_softmax"], "output")
+
+
+def test_module_with_wrong_parameters_is_explained():
+    class BiasHead(Head):
+        def __init__(self, C, head_size, block_size, causal=True):
+            super().__init__(C, head_size, block_size, causal)
+            self.key = torch.nn.Linear(C, head_size)
+    with pytest.raises(grader.CheckError, match="Did you leave bias=True"):
+        grader.check_head(BiasHead, "output")
+
+
+def test_student_prints_and_warnings_stay_out_of_stderr(capfd):
+    import warnings
+
+    def noisy(x):
+        print("debug", x.shape)
+        warnings.warn("careful")
+        return CORRECT["bag_of_words_loop"](x)
+    grader.check_bag_of_words_loop(noisy, "values")
+    out, err = capfd.readouterr()
+    assert err == "" and "debug" not in out
+
+
+def test_failure_names_the_largest_difference_when_no_mistake_matches():
+    with pytest.raises(grader.CheckError, match=r"largest difference .* at index \(") as info:
+        grader.check_bag_of_words_loop(lambda x: CORRECT["bag_of_words_loop"](x) * 1.01, "values")
+    assert "Likely mistake" not in str(info.value)
+
+
+def test_hidden_failure_reports_its_seed():
+    with pytest.raises(grader.CheckError, match="hidden check, seed 77"):
+        grader.check_bag_of_words_loop(lambda x: x.cumsum(1), "values", hidden=True, seed=77)
+
+
+def test_unknown_focus_is_an_error_for_the_author():
+    with pytest.raises(ValueError, match="unknown focus"):
+        grader.check_head(Head, "valeus")
+
+
+def test_float64_checks_use_tight_tolerances():
+    grader.check_scaled_dot_product_attention(CORRECT["scaled_dot_product_attention"], "values",
+                                              dtype=torch.float64)
+    with pytest.raises(grader.CheckError):
+        grader.check_scaled_dot_product_attention(
+            lambda q, k, v, mask=None: ref.scaled_dot_product_attention(q, k, v, mask) * (1 + 1e-5),
+            "values", dtype=torch.float64)
+
+
+def test_cuda_request_without_cuda_is_an_error(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    monkeypatch.setenv("GRADER_DEVICE", "cuda")
+    with pytest.raises(RuntimeError, match="no CUDA"):
+        grader.check_bag_of_words_loop(CORRECT["bag_of_words_loop"], "output")
+
+
+# --- GPU ---------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", EXERCISES)
+def test_correct_answers_pass_on_cuda(key, monkeypatch):
+    monkeypatch.setenv("GRADER_DEVICE", "cuda")
+    for focus in EXERCISES[key].focuses:
+        CHECKS[key](CORRECT[key], focus)
+        CHECKS[key](CORRECT[key], focus, hidden=True, seed=3)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("key,mistake", mistake_cases())
+def test_mistakes_are_named_on_cuda(key, mistake):
+    with pytest.raises(grader.CheckError, match=f"Likely mistake: {mistake.name}"):
+        CHECKS[key](student_from(key, mistake.fn), "values", device="cuda")
+
+
+@gpu
+@pytest.mark.gpu
+def test_cpu_mask_on_gpu_is_named():
+    def cpu_mask(scores):
+        T = scores.shape[-1]
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+    with pytest.raises(grader.CheckError, match="mask created on the CPU"):
+        grader.check_causal_weights(cpu_mask, "values", device="cuda")
+    with pytest.raises(grader.CheckError, match="returned a tensor on cpu"):
+        grader.check_bag_of_words_loop(lambda x: CORRECT["bag_of_words_loop"](x).cpu(), "output",
+                                       device="cuda")

@@ -1,0 +1,91 @@
+"""The notebooks: solutions run cleanly with their committed outputs (strict nbval), the
+student versions fail only in exercise cells, nbgrader's validation agrees, and the
+student versions are exactly what the release step generates from the solutions."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import notebooks
+
+ROOT = notebooks.ROOT
+SANITIZE = Path(__file__).with_name("nbval_sanitize.cfg")
+SOLUTIONS = notebooks.notebook_paths("solutions")
+RELEASES = notebooks.notebook_paths("notebooks")
+ids = lambda paths: [p.parent.name for p in paths]
+
+pytestmark = pytest.mark.notebooks
+
+
+def _pytest(*args):
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    return proc.returncode, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_every_assignment_has_a_release():
+    assert ids(SOLUTIONS) == ids(RELEASES)
+    assert len(SOLUTIONS) >= 1
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=ids(SOLUTIONS))
+def test_solution_outputs_are_current_strict_nbval(path):
+    rc, out = _pytest("--nbval", path, "--nbval-sanitize-with", SANITIZE)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("path", RELEASES, ids=ids(RELEASES))
+def test_student_version_runs_with_only_exercise_cells_failing(path):
+    rc, out = _pytest("--nbval-lax", path)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=ids(SOLUTIONS))
+def test_solution_passes_every_test_cell(path):
+    assert notebooks.validate(path) == {}
+
+
+@pytest.mark.parametrize("path", RELEASES, ids=ids(RELEASES))
+def test_release_passes_no_test_cell(path):
+    result = notebooks.validate(path, invert=True)
+    assert result == {}, f"test cells that pass without an answer: {result.get('passed')}"
+
+
+def test_exercise_cells_are_tagged_and_graded_cells_are_quiet():
+    """Test cells: tagged raises-exception, end in a statement, and have a docstring."""
+    for path in SOLUTIONS:
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade"):
+                assert "raises-exception" in cell.metadata.get("tags", []), (path, meta["grade_id"])
+                lines = [l for l in cell.source.splitlines() if l.strip() and not l.startswith("###")]
+                assert lines[0].startswith('"""Check'), (path, meta["grade_id"])
+                assert lines[-1].startswith("check_"), (path, meta["grade_id"])  # a call, not a value
+            if meta.get("solution"):
+                assert "### BEGIN SOLUTION" in cell.source and '"""' in cell.source
+
+
+def test_release_is_exactly_what_generation_gives(tmp_path):
+    shutil.copytree(ROOT / "solutions", tmp_path / "solutions")
+    notebooks.generate(tmp_path)
+    for path in RELEASES:
+        rel = path.relative_to(ROOT)
+        fresh = json.loads((tmp_path / rel).read_text())
+        committed = json.loads(path.read_text())
+        assert fresh == committed, f"{rel} differs from a fresh release: run `make release`"
+
+
+def test_release_has_no_solutions_or_hidden_tests():
+    for path in RELEASES:
+        text = path.read_text()
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN", "hidden=True"):
+            assert marker not in text, (path, marker)
+        assert "raise NotImplementedError()" in text
+        nb = nbformat.read(path, as_version=4)
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
