@@ -48,6 +48,7 @@ def test_each_mistake_is_named(key, mistake):
     assert not any(f"Likely mistake: {o} " in message for o in others)
 
 
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
 @pytest.mark.parametrize("key,mistake", mistake_cases())
 def test_each_mistake_differs_from_the_reference_beyond_tolerance(key, mistake):
     """No mistake can pass by luck on the fixed inputs."""

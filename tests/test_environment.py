@@ -1,0 +1,39 @@
+"""Set-up files agree with each other."""
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _requirements():
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    return [l.strip() for l in lines if l.strip() and not l.startswith("#")]
+
+
+def test_environment_yml_matches_requirements():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip == _requirements()
+    assert "python=3.11" in env["dependencies"]
+
+
+def test_torch_is_pinned_and_makefile_never_pulls_cuda_on_a_cpu_machine():
+    assert "torch==2.13.0" in _requirements()
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"TORCH_SPEC \?= .*nvidia-smi.*torch==2\.13\.0,torch==2\.13\.0\+cpu", makefile)
+    # torch is installed before the requirements, so they find it already satisfied
+    install = makefile[makefile.index("$(STAMP):"):]
+    assert install.index('"$(TORCH_SPEC)"') < install.index("-r requirements.txt")
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme.split("\n## ")[0]
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_installed_torch_is_the_pinned_one():
+    import torch
+    assert torch.__version__.split("+")[0] == "2.13.0"
