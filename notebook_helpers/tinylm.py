@@ -1,0 +1,43 @@
+"""A tiny next-character model around any attention module, to see what attention learns.
+
+token + position embeddings -> attention module -> linear layer to the vocabulary.
+"""
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from notebook_helpers.text import get_batch
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab_size, C, block_size, attention, out_dim):
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, C)
+        self.position_embedding = nn.Embedding(block_size, C)
+        self.attention = attention  # (B, T, C) -> (B, T, out_dim)
+        self.lm_head = nn.Linear(out_dim, vocab_size)
+
+    def embed(self, idx):
+        T = idx.shape[1]
+        pos = torch.arange(T, device=idx.device)  # (T,)
+        return self.token_embedding(idx) + self.position_embedding(pos)  # (B, T, C)
+
+    def forward(self, idx):
+        return self.lm_head(self.attention(self.embed(idx)))  # (B, T, vocab_size)
+
+
+def train(model, data, steps=300, batch_size=32, block_size=16, lr=1e-2, seed=0):
+    """AdamW on next-character prediction; returns the loss of every step."""
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        chunk = get_batch(data, batch_size, block_size + 1, generator=gen)  # (B, T + 1)
+        idx, targets = chunk[:, :-1], chunk[:, 1:]  # (B, T) each
+        logits = model(idx)  # (B, T, vocab_size)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
