@@ -17,7 +17,13 @@ LAB_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebo
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install lab test references execute release lab-command clean
+JOBS ?= 1
+DEVICE ?=
+ZIP ?=
+ASSIGNMENT ?=
+
+.PHONY: install lab test references execute release lab-command clean collect autograde \
+        feedback export bench notebook-times
 
 install: $(STAMP)
 
@@ -51,6 +57,30 @@ execute: $(STAMP)
 ## and the release passes none.
 release: $(STAMP)
 	$(PY) -m grader.notebooks release
+
+## Instructors: collect from the local exchange, or `make collect ZIP=x.zip ASSIGNMENT=05_...`
+collect: $(STAMP)
+	$(PY) -m grader.instructor collect $(if $(ZIP),--zip $(ZIP)) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
+
+## Grade every submission under submitted/ (JOBS=N at once; DEVICE=cuda for the GPU).
+autograde: $(STAMP)
+	$(PY) -m grader.autograde --jobs $(JOBS) $(if $(DEVICE),--device $(DEVICE))
+
+## Per-student HTML feedback (hidden tests removed) under feedback/.
+feedback: $(STAMP)
+	$(PY) -m grader.instructor feedback
+
+## grades.csv (nbgrader's CSV export plus a needs_attention column) and reports/grade_report.md.
+export: $(STAMP)
+	$(PY) -m grader.instructor export
+
+## Benchmark: plain sequential nbgrader autograde vs `make autograde JOBS=2` on a synthetic class.
+bench: $(STAMP)
+	$(PY) scripts/bench_autograde.py $(BENCH_ARGS)
+
+## CPU and wall time of each notebook, kernel start excluded.
+notebook-times: $(STAMP)
+	$(PY) scripts/notebook_times.py
 
 clean:
 	rm -rf $(VENV) submitted autograded feedback gradebook.db exchange reports grades.csv

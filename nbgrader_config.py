@@ -26,12 +26,30 @@ c.ClearSolutions.code_stub = {
 
 # A deleted test cell is put back from the source and graded, not left as a silent 0.
 c.OverwriteCells.add_missing_cells = True
-# Per-cell limit; the whole notebook also has a budget (see grader/autograde.py).
-c.Execute.timeout = 60
 
-# Feedback never shows hidden tests.
+# Time limits: each cell 60 s, the whole notebook 180 s (grader/nbgrader_plugins.py), so
+# a hanging submission costs one notebook budget, not 60 s times the number of cells.
+c.Execute.timeout = 60
+c.BudgetedExecute.notebook_budget = 180
+c.Autograde.autograde_preprocessors = [
+    "grader.nbgrader_plugins.BudgetedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
+# Feedback never shows hidden tests, neither their source nor their lines in tracebacks.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
+    "grader.nbgrader_plugins.HideHiddenTracebacks",
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# LMS downloads (`make collect ZIP=...`): files named <student_id>_<notebook>.ipynb,
+# e.g. ada_05_scaled_attention.ipynb; a folder prefix inside the zip is ignored.
+c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"
+c.FileNameCollectorPlugin.named_regexp = r"(?:.*/)?(?P<student_id>[A-Za-z0-9.-]+)_(?P<file_id>\d\d_[A-Za-z0-9_]+\.ipynb)$"

@@ -9,18 +9,23 @@ it chooses itself, and either prints one line starting with a tick or raises
 
 ``focus`` picks what to check (see ``FOCUSES``); ``hidden=True`` draws new shapes and a
 new seed; ``device`` (or the GRADER_DEVICE environment variable) runs on a GPU.
+
+The checks import torch when first used, so the instructor tools in this package
+(grader.autograde, grader.notebooks, ...) start without it.
 """
-import torch
+EXERCISE_KEYS = ("bag_of_words_loop", "bag_of_words_matmul", "running_average_weights",
+                 "masked_softmax", "causal_weights", "head", "scaled_dot_product_attention",
+                 "multi_head_attention", "batched_multi_head_attention")
 
-from grader.core import CheckError, run_check
-from grader.exercises import EXERCISES
-
-__all__ = ["CheckError", "FOCUSES"] + [f"check_{k}" for k in EXERCISES]
-
-FOCUSES = {key: tuple(ex.focuses) for key, ex in EXERCISES.items()}
+__all__ = ["CheckError", "FOCUSES"] + [f"check_{k}" for k in EXERCISE_KEYS]
 
 
 def _make_check(key):
+    import torch
+
+    from grader.core import run_check
+    from grader.exercises import EXERCISES
+
     exercise = EXERCISES[key]
 
     def check(student, focus="values", *, hidden=False, seed=None, device=None,
@@ -34,6 +39,19 @@ def _make_check(key):
     return check
 
 
-for _key in EXERCISES:
-    globals()[f"check_{_key}"] = _make_check(_key)
-del _key
+def __getattr__(name):
+    if name.startswith("check_") and name[len("check_"):] in EXERCISE_KEYS:
+        check = _make_check(name[len("check_"):])
+    elif name == "CheckError":
+        from grader.core import CheckError as check
+    elif name == "FOCUSES":
+        from grader.exercises import EXERCISES
+        check = {key: tuple(ex.focuses) for key, ex in EXERCISES.items()}
+    else:
+        raise AttributeError(f"module 'grader' has no attribute {name!r}")
+    globals()[name] = check
+    return check
+
+
+def __dir__():
+    return sorted(__all__)

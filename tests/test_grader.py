@@ -216,3 +216,15 @@ def test_cpu_mask_on_gpu_is_named():
     with pytest.raises(grader.CheckError, match="returned a tensor on cpu"):
         grader.check_bag_of_words_loop(lambda x: CORRECT["bag_of_words_loop"](x).cpu(), "output",
                                        device="cuda")
+
+
+def test_exercise_keys_match_the_exercises():
+    assert set(grader.EXERCISE_KEYS) == set(EXERCISES)
+
+
+def test_instructor_tools_do_not_import_torch():
+    import subprocess
+    import sys
+    code = "import sys, grader.notebooks; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,306 @@
+"""Autograde every submission under submitted/<student>/<assignment>/, N at a time.
+
+    python -m grader.autograde [--jobs N] [--device cuda] [--force] [--student S] [--assignment A]
+
+Design (nbgrader's SQLite gradebook is not safe for concurrent writers):
+- N worker processes, each with its own private copy of the course (its own gradebook,
+  a link to solutions/), run nbgrader's own autograde through NbGraderAPI, one
+  submission at a time, and report the scores they recorded;
+- this process is the only writer of the course gradebook: it merges each result in one
+  transaction (nbgrader's Gradebook API), moves the autograded notebooks into place and
+  records the submission's fingerprint in autograded/.status.json. Re-running skips
+  submissions whose files, sources and settings have not changed, so an interrupted run
+  finishes the class without losing, duplicating or keeping stale grades;
+- a submission that nbgrader cannot grade (invalid or missing notebook, kernel death,
+  tampered test cells, a worker past its time limit) is recorded as "needs attention"
+  with its reason, its old grades are removed, and the rest of the class goes on.
+"""
+import argparse
+import hashlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from grader import pipeline
+
+MISTAKE_MARK = "Likely mistake: "
+
+
+# --- the worker: one private course, many submissions -----------------------------------
+
+def _worker_api(root, workdir, template_db, budget):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    workdir = Path(workdir)
+    (workdir / "solutions").symlink_to(Path(root) / "solutions", target_is_directory=True)
+    shutil.copy(template_db, workdir / "gradebook.db")
+    config = pipeline.load_config(root)
+    config.CourseDirectory.root = str(workdir)
+    config.CourseDirectory.db_url = f"sqlite:///{workdir / 'gradebook.db'}"
+    config.Application.log_level = "WARNING"
+    config.BudgetedExecute.notebook_budget = budget
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+def _grade_one(api, root, workdir, student, assignment):
+    from nbgrader.api import Gradebook
+
+    src = Path(root) / "submitted" / student / assignment
+    dst = Path(workdir) / "submitted" / student / assignment
+    out = Path(workdir) / "autograded" / student / assignment
+    for path in (dst, out):
+        shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(src, dst)
+    start = time.monotonic()
+    result = api.autograde(assignment, student, force=True, create=True)
+    elapsed = time.monotonic() - start
+    if not result["success"] or not out.is_dir():
+        return {"status": "needs_attention", "elapsed": elapsed,
+                "reason": pipeline.explain_failure(f"{result['log']}\n{result['error']}")}
+    with Gradebook(api.coursedir.db_url, api.coursedir.course_id) as gb:
+        sub = gb.find_submission(assignment, student)
+        notebooks = {}
+        for nb in sub.notebooks:
+            notebooks[nb.name] = {
+                "grades": {g.name: [g.auto_score, g.max_score, g.needs_manual_grade] for g in nb.grades},
+                "comments": {c.name: c.auto_comment for c in nb.comments},
+                "late_penalty": nb.late_submission_penalty,
+            }
+        timestamp = sub.timestamp.isoformat() if sub.timestamp else None
+    return {"status": "graded", "elapsed": elapsed, "timestamp": timestamp,
+            "notebooks": notebooks, "autograded": str(out), **pipeline.scan_outputs(out)}
+
+
+def worker_main(root, template_db, budget):
+    """Read tasks as JSON lines on stdin; answer each with one JSON line on the original
+    stdout. Everything else (nbgrader's logs, prints) goes to stderr."""
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    with tempfile.TemporaryDirectory(prefix="autograde-worker-") as workdir:
+        api = _worker_api(root, workdir, template_db, budget)
+        for line in sys.stdin:
+            task = json.loads(line)
+            try:
+                result = _grade_one(api, root, workdir, task["student"], task["assignment"])
+            except Exception as err:  # a broken submission must not take the worker down
+                result = {"status": "needs_attention", "reason": pipeline.explain_failure(repr(err))}
+            proto.write(json.dumps(result) + "\n")
+            proto.flush()
+
+
+# --- the parent: workers, merging, status ----------------------------------------------
+
+class Worker:
+    """A worker process and its pipes; restarted after it is killed."""
+
+    def __init__(self, root, template_db, budget, env, log):
+        self.args = [sys.executable, "-m", "grader.autograde", "--worker", "--root", str(root),
+                     "--template-db", str(template_db), "--budget", str(budget)]
+        self.env, self.log, self.proc = env, log, None
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, env=self.env, start_new_session=True)
+        self.buffer = b""
+
+    def run(self, task, limit):
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        self.proc.stdin.write((json.dumps(task) + "\n").encode())
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + limit
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                return {"status": "needs_attention",
+                        "reason": f"grading took longer than {limit:.0f} s and was stopped"}
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    self.kill()
+                    return {"status": "needs_attention", "reason": "the grading worker crashed"}
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def kill(self):
+        if self.proc is None:
+            return
+        pipeline.kill_tree(self.proc.pid)
+        self.proc.wait()
+        self.proc = None
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _fingerprint(root, student, assignment, settings):
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    for base in (Path(root) / "submitted" / student / assignment, Path(root) / "solutions" / assignment):
+        for path in sorted(p for p in base.rglob("*") if p.is_file()):
+            h.update(str(path.relative_to(base)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+class Grading:
+    def __init__(self, root, jobs=1, device=None, force=False, budget=None):
+        self.root = Path(root)
+        self.jobs, self.device, self.force = jobs, device, force
+        self.config = pipeline.load_config(self.root)
+        self.budget = budget or self.config.BudgetedExecute.get("notebook_budget", 180)
+        self.status = pipeline.Status(self.root)
+        self.lock = threading.Lock()
+        self.settings = {"device": device or "cpu", "budget": self.budget}
+
+    def tasks(self, students=None, assignments=None):
+        todo, skipped = [], 0
+        for student, assignment in pipeline.discover(self.root, students, assignments):
+            fp = _fingerprint(self.root, student, assignment, self.settings)
+            entry = self.status.get(student, assignment)
+            if not self.force and entry and entry.get("fingerprint") == fp:
+                skipped += 1
+                continue
+            todo.append((student, assignment, fp))
+        return todo, skipped
+
+    def run(self, students=None, assignments=None, progress=True):
+        pipeline.ensure_gradebook(self.root, self.config)
+        if self.device and self.device.startswith("cuda"):
+            pipeline.require_cuda()
+        todo, skipped = self.tasks(students, assignments)
+        pipeline.add_students(self.root, self.config, sorted({s for s, _, _ in todo}))
+        summary = {"graded": 0, "needs_attention": 0, "skipped": skipped}
+        if not todo:
+            return summary
+        template = self.root / "autograded" / ".template.db"
+        template.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(self.root / "gradebook.db", template)
+        env = dict(os.environ)
+        env.pop("GRADER_DEVICE", None)
+        if self.device:
+            env["GRADER_DEVICE"] = self.device
+        threads = max(1, (os.cpu_count() or 1) // self.jobs)
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        logs = self.root / "autograded" / ".logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        bar = pipeline.progress(len(todo), enabled=progress)
+        queue = list(todo)
+        n_notebooks = lambda a: max(1, len(pipeline.expected_notebooks(self.root, a)))
+
+        def drain(index):
+            with open(logs / f"worker-{index}.log", "ab") as log:
+                worker = Worker(self.root, template, self.budget, env, log)
+                try:
+                    while True:
+                        with self.lock:
+                            if not queue:
+                                return
+                            student, assignment, fp = queue.pop(0)
+                        problem = pipeline.preflight(self.root, student, assignment)
+                        if problem:
+                            result = {"status": "needs_attention", "reason": problem}
+                        else:
+                            limit = self.budget * n_notebooks(assignment) + 120
+                            result = worker.run({"student": student, "assignment": assignment}, limit)
+                        with self.lock:
+                            self.merge(student, assignment, fp, result)
+                            summary[result["status"]] += 1
+                            bar.update(1)
+                finally:
+                    worker.close()
+
+        try:
+            with ThreadPoolExecutor(self.jobs) as pool:
+                for future in [pool.submit(drain, i) for i in range(self.jobs)]:
+                    future.result()
+        finally:
+            bar.close()
+            template.unlink(missing_ok=True)
+        return summary
+
+    def merge(self, student, assignment, fp, result):
+        """Record one result: the only place that writes the course gradebook."""
+        import warnings
+
+        from nbgrader.api import Gradebook, MissingEntry
+        from sqlalchemy.exc import SAWarning
+
+        warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session warnings
+        final = self.root / "autograded" / student / assignment
+        entry = {"fingerprint": fp, "status": result["status"], "graded_at": time.time(),
+                 "elapsed": result.get("elapsed")}
+        with Gradebook(pipeline.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
+            if result["status"] == "graded":
+                pipeline.replace_dir(Path(result["autograded"]), final)
+                kwargs = {"timestamp": result["timestamp"]} if result["timestamp"] else {}
+                gb.update_or_create_submission(assignment, student, **kwargs)
+                for name, nb in result["notebooks"].items():
+                    sub_nb = gb.find_submission_notebook(name, assignment, student)
+                    for grade in sub_nb.grades:
+                        auto, _, manual = nb["grades"].get(grade.name, [None, None, True])
+                        grade.auto_score, grade.needs_manual_grade = auto, manual
+                    for comment in sub_nb.comments:
+                        comment.auto_comment = nb["comments"].get(comment.name)
+                    sub_nb.late_submission_penalty = nb["late_penalty"]
+                gb.db.commit()
+                entry.update(mistakes=result.get("mistakes", {}), budget_exceeded=result.get("budget_exceeded", False),
+                             scores={name: {g: v[:2] for g, v in nb["grades"].items()}
+                                     for name, nb in result["notebooks"].items()})
+            else:
+                try:
+                    gb.remove_submission(assignment, student)  # no stale grades
+                except MissingEntry:
+                    pass
+                shutil.rmtree(final, ignore_errors=True)
+                entry["reason"] = result["reason"]
+        self.status.set(student, assignment, entry)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS") or 1))
+    parser.add_argument("--device", default=os.environ.get("DEVICE") or None)
+    parser.add_argument("--force", action="store_true", help="regrade unchanged submissions too")
+    parser.add_argument("--budget", type=int, default=None, help="seconds per notebook")
+    parser.add_argument("--student", action="append", help="only these students")
+    parser.add_argument("--assignment", action="append", help="only these assignments")
+    parser.add_argument("--root", default=str(pipeline.ROOT))
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--template-db", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+        return worker_main(args.root, args.template_db, args.budget)
+    grading = Grading(args.root, jobs=max(1, args.jobs), device=args.device, force=args.force,
+                      budget=args.budget)
+    start = time.monotonic()
+    summary = grading.run(args.student, args.assignment)
+    print(f"autograde: {summary['graded']} graded, {summary['needs_attention']} need attention, "
+          f"{summary['skipped']} unchanged and skipped, in {time.monotonic() - start:.1f} s "
+          f"with {args.jobs} job(s)")
+    for student, assignment, entry in grading.status.attention():
+        print(f"  NEEDS ATTENTION {student} / {assignment}: {entry['reason']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
