@@ -43,7 +43,7 @@ lab-command:
 
 ## Run every test: grader, notebooks (nbval, nbgrader validation), release, pipeline.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 ## Rewrite data/references/ from the float64 reference implementations.
 references: $(STAMP)

@@ -37,12 +37,16 @@ MISTAKE_MARK = "Likely mistake: "
 
 # --- the worker: one private course, many submissions -----------------------------------
 
+KEEP_VISIBLE = {".venv", "grader", "notebook_helpers", "data", "solutions", "notebooks",
+                "nbgrader_config.py", "pyproject.toml"}
+KERNEL_MEMORY = 6 * 2**30  # address space for each worker and the kernels it starts
+
+
 def _worker_api(root, workdir, template_db, budget):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    workdir = Path(workdir)
-    (workdir / "solutions").symlink_to(Path(root) / "solutions", target_is_directory=True)
+    workdir = Path(workdir)  # the parent put solutions/ and template.db there
     shutil.copy(template_db, workdir / "gradebook.db")
     config = pipeline.load_config(root)
     config.CourseDirectory.root = str(workdir)
@@ -55,7 +59,7 @@ def _worker_api(root, workdir, template_db, budget):
 def _grade_one(api, root, workdir, student, assignment):
     from nbgrader.api import Gradebook
 
-    src = Path(root) / "submitted" / student / assignment
+    src = Path(workdir) / "inbox" / student / assignment
     dst = Path(workdir) / "submitted" / student / assignment
     out = Path(workdir) / "autograded" / student / assignment
     for path in (dst, out):
@@ -81,41 +85,73 @@ def _grade_one(api, root, workdir, student, assignment):
             "notebooks": notebooks, "autograded": str(out), **pipeline.scan_outputs(out)}
 
 
-def worker_main(root, template_db, budget):
+def worker_main(root, workdir, budget):
     """Read tasks as JSON lines on stdin; answer each with one JSON line on the original
     stdout. Everything else (nbgrader's logs, prints) goes to stderr."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (KERNEL_MEMORY, KERNEL_MEMORY))
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    with tempfile.TemporaryDirectory(prefix="autograde-worker-") as workdir:
-        api = _worker_api(root, workdir, template_db, budget)
-        for line in sys.stdin:
-            task = json.loads(line)
-            try:
-                result = _grade_one(api, root, workdir, task["student"], task["assignment"])
-            except Exception as err:  # a broken submission must not take the worker down
-                result = {"status": "needs_attention", "reason": pipeline.explain_failure(repr(err))}
-            proto.write(json.dumps(result) + "\n")
-            proto.flush()
+    api = _worker_api(root, workdir, Path(workdir) / "template.db", budget)
+    for line in sys.stdin:
+        task = json.loads(line)
+        try:
+            result = _grade_one(api, root, workdir, task["student"], task["assignment"])
+        except Exception as err:  # a broken submission must not take the worker down
+            result = {"status": "needs_attention", "reason": pipeline.explain_failure(repr(err))}
+        proto.write(json.dumps(result) + "\n")
+        proto.flush()
 
 
 # --- the parent: workers, merging, status ----------------------------------------------
 
+def _worker_command(root, workdir, budget):
+    """The worker, in new namespaces where the OS allows them: no network (its kernels talk
+    to it over a private loopback), its own /proc and /tmp, and the course's gradebook,
+    status, submissions and outputs hidden, so student code run by its kernels cannot
+    read other students' work or touch any grade. Its private course is at /mnt/worker."""
+    from grader import verify
+
+    inner = "/mnt/worker" if verify.isolation() == "namespaces" else str(workdir)
+    argv = [sys.executable, "-m", "grader.autograde", "--worker", "--root", str(root),
+            "--workdir", inner, "--budget", str(budget)]
+    if inner == str(workdir):
+        return argv, inner
+    hide = [str(p) for r in sorted({Path(root).resolve(), pipeline.ROOT})
+            for p in Path(r).iterdir() if p.name not in KEEP_VISIBLE and not p.name.endswith(".egg-info")]
+    quoted = " ".join(f"'{p}'" for p in hide)
+    script = (
+        "set -e; ip link set lo up; mount -t tmpfs tmpfs /mnt; mkdir /mnt/worker; "
+        "mount --bind \"$WORKDIR\" /mnt/worker; mount -t tmpfs tmpfs /tmp; "
+        f"for p in {quoted}; do if [ -d \"$p\" ]; then mount -t tmpfs -o ro tmpfs \"$p\"; "
+        "elif [ -e \"$p\" ]; then mount --bind /dev/null \"$p\"; fi; done; exec \"$@\"")
+    return ["unshare", "-Urmnp", "--fork", "--mount-proc", "sh", "-c", script, "worker", *argv], inner
+
+
 class Worker:
-    """A worker process and its pipes; restarted after it is killed."""
+    """A worker process, its private course folder and its pipes; restarted after a kill."""
 
     def __init__(self, root, template_db, budget, env, log):
-        self.args = [sys.executable, "-m", "grader.autograde", "--worker", "--root", str(root),
-                     "--template-db", str(template_db), "--budget", str(budget)]
-        self.env, self.log, self.proc = env, log, None
+        self.root, self.template_db, self.budget = Path(root), template_db, budget
+        self.env, self.log, self.proc, self.workdir = env, log, None, None
 
     def start(self):
-        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, env=self.env, start_new_session=True)
+        self.workdir = Path(tempfile.mkdtemp(prefix="autograde-worker-"))
+        shutil.copy(self.template_db, self.workdir / "template.db")
+        shutil.copytree(self.root / "solutions", self.workdir / "solutions")
+        argv, self.inner = _worker_command(self.root, self.workdir, self.budget)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, env=dict(self.env, WORKDIR=str(self.workdir)),
+                                     start_new_session=True)
         self.buffer = b""
 
     def run(self, task, limit):
         if self.proc is None or self.proc.poll() is not None:
             self.start()
+        inbox = self.workdir / "inbox" / task["student"] / task["assignment"]
+        shutil.rmtree(inbox, ignore_errors=True)
+        shutil.copytree(self.root / "submitted" / task["student"] / task["assignment"], inbox)
         self.proc.stdin.write((json.dumps(task) + "\n").encode())
         self.proc.stdin.flush()
         deadline = time.monotonic() + limit
@@ -133,7 +169,10 @@ class Worker:
                     return {"status": "needs_attention", "reason": "the grading worker crashed"}
                 self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        result = json.loads(line)
+        if "autograded" in result:  # the worker's path, seen from here
+            result["autograded"] = str(self.workdir / Path(result["autograded"]).relative_to(self.inner))
+        return result
 
     def kill(self):
         if self.proc is None:
@@ -141,6 +180,7 @@ class Worker:
         pipeline.kill_tree(self.proc.pid)
         self.proc.wait()
         self.proc = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def close(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -148,7 +188,8 @@ class Worker:
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.kill()
+                pass
+        self.kill()
 
 
 def _fingerprint(root, student, assignment, settings):
@@ -161,14 +202,14 @@ def _fingerprint(root, student, assignment, settings):
 
 
 class Grading:
-    def __init__(self, root, jobs=1, device=None, force=False, budget=None):
+    def __init__(self, root, jobs=1, device=None, force=False, budget=None, verify=True):
         self.root = Path(root)
-        self.jobs, self.device, self.force = jobs, device, force
+        self.jobs, self.device, self.force, self.verify = jobs, device, force, verify
         self.config = pipeline.load_config(self.root)
         self.budget = budget or self.config.BudgetedExecute.get("notebook_budget", 180)
         self.status = pipeline.Status(self.root)
         self.lock = threading.Lock()
-        self.settings = {"device": device or "cpu", "budget": self.budget}
+        self.settings = {"device": device or "cpu", "budget": self.budget, "verify": verify}
 
     def tasks(self, students=None, assignments=None):
         todo, skipped = [], 0
@@ -182,6 +223,9 @@ class Grading:
         return todo, skipped
 
     def run(self, students=None, assignments=None, progress=True):
+        import warnings
+
+        warnings.simplefilter("ignore")  # this process's own warnings (nbgrader, torch) are noise here
         pipeline.ensure_gradebook(self.root, self.config)
         if self.device and self.device.startswith("cuda"):
             pipeline.require_cuda()
@@ -221,6 +265,10 @@ class Grading:
                         else:
                             limit = self.budget * n_notebooks(assignment) + 120
                             result = worker.run({"student": student, "assignment": assignment}, limit)
+                            if self.verify and result["status"] == "graded":
+                                from grader import verify
+                                result["verification"] = verify.verify_submission(
+                                    self.root, student, assignment, self.device)
                         with self.lock:
                             self.merge(student, assignment, fp, result)
                             summary[result["status"]] += 1
@@ -253,18 +301,19 @@ class Grading:
                 pipeline.replace_dir(Path(result["autograded"]), final)
                 kwargs = {"timestamp": result["timestamp"]} if result["timestamp"] else {}
                 gb.update_or_create_submission(assignment, student, **kwargs)
+                scores, checks = _decide(result)
                 for name, nb in result["notebooks"].items():
                     sub_nb = gb.find_submission_notebook(name, assignment, student)
                     for grade in sub_nb.grades:
-                        auto, _, manual = nb["grades"].get(grade.name, [None, None, True])
-                        grade.auto_score, grade.needs_manual_grade = auto, manual
+                        _, _, manual = nb["grades"].get(grade.name, [None, None, True])
+                        grade.auto_score = scores[name].get(grade.name, [None])[0]
+                        grade.needs_manual_grade = manual
                     for comment in sub_nb.comments:
                         comment.auto_comment = nb["comments"].get(comment.name)
                     sub_nb.late_submission_penalty = nb["late_penalty"]
                 gb.db.commit()
-                entry.update(mistakes=result.get("mistakes", {}), budget_exceeded=result.get("budget_exceeded", False),
-                             scores={name: {g: v[:2] for g, v in nb["grades"].items()}
-                                     for name, nb in result["notebooks"].items()})
+                entry.update(mistakes=result.get("mistakes", {}), scores=scores, **checks,
+                             budget_exceeded=result.get("budget_exceeded", False))
             else:
                 try:
                     gb.remove_submission(assignment, student)  # no stale grades
@@ -273,6 +322,33 @@ class Grading:
                 shutil.rmtree(final, ignore_errors=True)
                 entry["reason"] = result["reason"]
         self.status.set(student, assignment, entry)
+
+
+def _decide(result):
+    """Final scores: the verified result decides each test cell where verification ran.
+
+    Returns ({notebook: {grade_id: [score, max]}}, {"disagreements", "incidents", ...})."""
+    verification = result.get("verification") or {}
+    scores, disagreements, incidents = {}, [], []
+    for name, nb in result["notebooks"].items():
+        checked = verification.get(name, {})
+        scores[name] = {}
+        for grade_id, (kernel, best, _) in nb["grades"].items():
+            cell = checked.get("cells", {}).get(grade_id)
+            if cell is None:
+                scores[name][grade_id] = [kernel, best]
+                continue
+            verified = float(best or 0) if cell["passed"] else 0.0
+            scores[name][grade_id] = [verified, best]
+            if (kernel or 0) != verified:
+                why = cell["message"] or "passes on fresh inputs outside the kernel"
+                disagreements.append({"notebook": name, "cell": grade_id, "kernel": kernel,
+                                      "verified": verified, "why": why})
+        incidents += checked.get("incidents", [])
+    isolation = {v.get("isolation") for v in verification.values()} or {None}
+    return scores, {"disagreements": disagreements, "incidents": incidents,
+                    "verified": bool(verification), "isolation": isolation.pop(),
+                    "verify_elapsed": sum(v.get("elapsed", 0) for v in verification.values())}
 
 
 def main(argv=None):
@@ -285,13 +361,15 @@ def main(argv=None):
     parser.add_argument("--assignment", action="append", help="only these assignments")
     parser.add_argument("--root", default=str(pipeline.ROOT))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--template-db", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip verification outside the kernel (in-kernel scores only)")
     args = parser.parse_args(argv)
     if args.worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-        return worker_main(args.root, args.template_db, args.budget)
+        return worker_main(args.root, args.workdir, args.budget)
     grading = Grading(args.root, jobs=max(1, args.jobs), device=args.device, force=args.force,
-                      budget=args.budget)
+                      budget=args.budget, verify=not args.no_verify)
     start = time.monotonic()
     summary = grading.run(args.student, args.assignment)
     print(f"autograde: {summary['graded']} graded, {summary['needs_attention']} need attention, "

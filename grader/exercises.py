@@ -4,7 +4,7 @@ import torch
 
 from grader import mistakes
 from grader import reference as ref
-from grader.core import CheckError, Exercise, Focus, Invariant
+from grader.core import Exercise, Focus, Invariant
 
 _NOISE_SEED = 1234
 
@@ -116,35 +116,19 @@ FULLY_MASKED_ROWS = Invariant("fully_masked_rows", _fully_masked_rows)
 FUTURE_GETS_ZERO = Invariant("future_gets_zero", _future_gets_zero)
 
 
-# --- calling the student's code -------------------------------------------------------
+# --- calling the student's code (the calls run through grader.student_call) ----------
 
 def _call_function(*names):
-    return lambda fn, inputs: fn(*(inputs[n] for n in names))
+    return lambda inputs: {"kind": "function", "args": [inputs[n] for n in names]}
 
 
-def _load_parameters(model, params, hint):
-    """Copy the grader's weights into the student's module, by parameter name."""
-    have = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    want = {n: tuple(p.shape) for n, p in params.items()}
-    if have != want:
-        fmt = lambda d: ", ".join(f"{n} {s}" for n, s in sorted(d.items())) or "none"
-        extra = "\n  Did you leave bias=True?" if any(n.endswith("bias") for n in set(have) - set(want)) else ""
-        raise CheckError(f"parameters do not match {hint}.\n  expected: {fmt(want)}\n"
-                         f"  yours:    {fmt(have)}{extra}")
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(params[name])
-
-
-def _call_head(cls, inputs):
-    x = inputs["x"]  # (B, T, C)
+def _call_head(inputs):
     head_size, C = inputs["w_query"].shape
-    model = cls(C, head_size, inputs["block_size"], causal=inputs["causal"]).to(x.device, x.dtype)
-    _load_parameters(model, {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
-                             "value.weight": inputs["w_value"]},
-                     "query, key, value = nn.Linear(C, head_size, bias=False)")
-    with torch.no_grad():
-        return model(x)
+    return {"kind": "module", "ctor": [C, head_size, inputs["block_size"]],
+            "ctor_kw": {"causal": inputs["causal"]}, "x": inputs["x"],
+            "params": {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
+                       "value.weight": inputs["w_value"]},
+            "param_hint": "query, key, value = nn.Linear(C, head_size, bias=False)"}
 
 
 def _mha_parameters(inputs, batched):
@@ -167,14 +151,11 @@ def _call_mha(batched):
             "heads = nn.ModuleList of Head(C, head_size, block_size, causal), "
             "proj = nn.Linear(n_heads * head_size, C)")
 
-    def call(cls, inputs):
-        x = inputs["x"]  # (B, T, C)
+    def call(inputs):
         n_heads, head_size, C = inputs["w_query"].shape
-        model = cls(C, n_heads, head_size, inputs["block_size"], causal=inputs["causal"])
-        model = model.to(x.device, x.dtype)
-        _load_parameters(model, _mha_parameters(inputs, batched), hint)
-        with torch.no_grad():
-            return model(x)
+        return {"kind": "module", "ctor": [C, n_heads, head_size, inputs["block_size"]],
+                "ctor_kw": {"causal": inputs["causal"]}, "x": inputs["x"],
+                "params": _mha_parameters(inputs, batched), "param_hint": hint}
     return call
 
 

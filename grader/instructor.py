@@ -80,11 +80,12 @@ def export(root, csv_path=None, report_dir=None):
         CsvExportPlugin(to=str(csv_path)).export(gb)
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
-    fields = list(rows[0]) + ["needs_attention"] if rows else ["needs_attention"]
+    fields = (list(rows[0]) if rows else []) + ["needs_attention", "flags"]
     attention = {(s, a): e["reason"] for s, a, e in status.attention()}
     for row in rows:
         reason = attention.get((row["student_id"], row["assignment"]), "")
         row["needs_attention"] = reason
+        row["flags"] = "; ".join(_flags(status.get(row["student_id"], row["assignment"]) or {}))
         if reason:  # never a silent 0: no score, and the reason instead
             row["raw_score"] = row["score"] = ""
     with open(csv_path, "w", newline="") as f:
@@ -94,6 +95,14 @@ def export(root, csv_path=None, report_dir=None):
     report = write_report(root, status, rows, Path(report_dir or root / "reports"))
     print(f"wrote {csv_path} ({len(rows)} rows, {len(attention)} need attention) and {report}")
     return csv_path, report
+
+
+def _flags(entry):
+    """Why a graded submission deserves a look: verification disagreed, or the sandbox saw
+    something no answer needs."""
+    flags = [f"{d['cell']}: in kernel {d['kernel']}, verified {d['verified']} ({d['why']})"
+             for d in entry.get("disagreements", [])]
+    return flags + list(entry.get("incidents", []))
 
 
 def write_report(root, status, rows, out):
@@ -159,6 +168,23 @@ def write_report(root, status, rows, out):
         lines += [f"| {s} | {a} | {e['reason']} |" for s, a, e in attention]
     else:
         lines += ["Nothing: every submission was graded."]
+    flagged = [(s, a, e) for s, a, e in graded if _flags(e)]
+    lines += ["", "## Flagged by verification", "",
+              "Scores come from verification outside the student's kernel. These submissions "
+              "got a different result inside the kernel, or did something no answer needs.", ""]
+    if flagged:
+        lines += ["| student | assignment | test cell (exercise) | in kernel | verified | why |",
+                  "|---|---|---|---|---|---|"]
+        for s, a, e in flagged:
+            for d in e.get("disagreements", []):
+                lines.append(f"| {s} | {a} | {d['cell']} | {d['kernel']} | {d['verified']} | {d['why']} |")
+            for incident in e.get("incidents", []):
+                lines.append(f"| {s} | {a} | | | | {incident} |")
+    else:
+        lines += ["Nothing flagged."]
+    unverified = [f"{s} / {a}" for s, a, e in graded if not e.get("verified")]
+    if unverified:
+        lines += ["", f"Not verified (in-kernel scores only): {', '.join(unverified)}"]
     lines += ["", "## Scores", "", "![score histogram](score_histogram.png)", "",
               "## Pass rate per test", "", "![pass rate](pass_rate.png)", "",
               "| test | passed | graded |", "|---|---|---|"]

@@ -50,11 +50,17 @@ def _with_test_cells(fn):
 
 
 def _body(src, new_body):
-    """Replace the body of the first function in src (after its one-line docstring)."""
+    """Replace the body of the first function or method in src (after a one-line docstring)."""
     lines = src.splitlines()
-    i = next(k for k, l in enumerate(lines) if l.startswith("def "))
+    i = next(k for k, l in enumerate(lines) if l.lstrip().startswith("def "))
+    indent = len(lines[i]) - len(lines[i].lstrip())
     keep = i + 1 if lines[i + 1].strip().startswith('"""') else i
-    return "\n".join(lines[: keep + 1] + ["    " + l for l in new_body.splitlines()])
+    end = keep + 1
+    while end < len(lines) and (not lines[end].strip() or
+                                len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    body = [" " * (indent + 4) + l for l in new_body.splitlines()]
+    return "\n".join(lines[: keep + 1] + body + lines[end:])
 
 
 def _delete_first_test(nb, tests):
@@ -116,3 +122,75 @@ def make_course(dest, source_root=pipeline.ROOT):
         shutil.copytree(Path(source_root) / name, dest / name)
     shutil.copy(Path(source_root) / "nbgrader_config.py", dest / "nbgrader_config.py")
     return dest
+
+
+# --- attacks on the grading itself (notebook 05); each is a wrong answer plus a trick ----
+
+_WRONG = "    return torch.zeros(1)"
+_SIG = 'def scaled_dot_product_attention(q, k, v, mask=None):\n    """Attack."""\n'
+
+ATTACKS = {
+    "rebind_allclose": "torch.allclose = lambda *a, **k: True\n" + _SIG + _WRONG,
+    "rebind_assert_close": "torch.testing.assert_close = lambda *a, **k: None\n" + _SIG + _WRONG,
+    "rebind_checks": "check_scaled_dot_product_attention = lambda *a, **k: None\n" + _SIG + _WRONG,
+    "tensor_subclass": (
+        "class Liar(torch.Tensor):\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        out = super().__torch_function__(func, types, args, kwargs or {})\n"
+        "        return torch.zeros_like(out) if func is torch.Tensor.sub else out\n"
+        + _SIG + "    return torch.zeros_like(v).as_subclass(Liar)"),
+    "function_mode": (
+        "from torch.overrides import TorchFunctionMode\n"
+        "class Lie(TorchFunctionMode):\n"
+        "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+        "        kwargs = kwargs or {}\n"
+        "        if func in (torch.isclose, torch.allclose):\n"
+        "            return True if func is torch.allclose else torch.ones_like(args[0], dtype=torch.bool)\n"
+        "        return func(*args, **kwargs)\n"
+        "Lie().__enter__()\n" + _SIG + _WRONG),
+    "always_equal": (
+        "class Same:\n    def __eq__(self, other):\n        return True\n"
+        "    shape = property(lambda self: None)\n" + _SIG + "    return Same()"),
+    "os_exit": "import os\nos._exit(0)\n" + _SIG + _WRONG,  # kills the kernel
+    "sys_exit": "import sys\nsys.exit(0)\n" + _SIG + _WRONG,
+    "infinite_loop": _SIG + "    while True:\n        pass",
+    "memory_bomb": _SIG + "    hog = []\n    while True:\n        hog.append(torch.ones(2**28))",
+    "read_references": (
+        _SIG +
+        "    import glob\n"
+        "    cases = {}\n"
+        "    try:\n"
+        "        from grader import fixtures\n"
+        "        cases = fixtures.load('scaled_dot_product_attention')\n"
+        "    except Exception:\n"
+        "        for path in glob.glob('/work/*/data/references/scaled_dot_product_attention.pt') + glob.glob('/tmp/*/data/references/*.pt'):\n"
+        "            cases = torch.load(path, weights_only=True)\n"
+        "    for case in cases.values():\n"
+        "        if case['inputs']['q'].shape == q.shape and torch.equal(case['inputs']['q'].to(q.dtype), q):\n"
+        "            return case['expected'].to(q.dtype)\n"
+        "    return torch.zeros(1)"),
+    "write_gradebook": (
+        "import glob, os, sqlite3\n"
+        "for db in set(glob.glob('/tmp/*/gradebook.db') + glob.glob('/tmp/*/*/gradebook.db')\n"
+        "              + glob.glob('/work/*/gradebook.db') + [os.path.join(os.getcwd(), '..', '..', '..', 'gradebook.db')]):\n"
+        "    try:\n"
+        "        con = sqlite3.connect(db)\n"
+        "        con.execute('UPDATE grade SET auto_score = 0')\n"
+        "        con.commit()\n"
+        "    except Exception:\n"
+        "        pass\n" + _SIG + _WRONG),
+    "fake_passed": (
+        _SIG + "    print('\\u2713 scaled_dot_product_attention: matches the reference values')\n" + _WRONG),
+}
+
+
+def make_attack(root, student, attack, assignment="05_scaled_attention"):
+    """A submission whose solution cell is replaced by one attack."""
+    folder = Path(root) / "submitted" / student / assignment
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    nb = answered(root, assignment, assignment, edit=lambda gid, src: ATTACKS[attack])
+    nbformat.write(nb, folder / f"{assignment}.ipynb")
+    return folder

@@ -1,0 +1,70 @@
+"""Interrupted and repeated autograde runs, and collecting from an LMS zip."""
+import subprocess
+import sys
+import time
+import zipfile
+
+import nbformat
+
+from grader import instructor, pipeline, synthetic
+
+A = "05_scaled_attention"
+
+
+def _db_scores(root):
+    from nbgrader.api import Gradebook
+
+    config = pipeline.load_config(root)
+    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+        return {s.student.id: s.score for s in gb.assignment_submissions(A)}
+
+
+def _run_cli(root, *args, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "grader.autograde", "--root", str(root), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kwargs)
+
+
+def test_interrupted_run_resumes_to_a_consistent_gradebook(tmp_path):
+    root = synthetic.make_course(tmp_path / "course")
+    students = [f"s{i}" for i in range(5)]
+    for s in students:
+        synthetic.make_submission(root, s, A, "correct")
+    proc = _run_cli(root, "--jobs", "2")
+    status_file = root / "autograded" / ".status.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and len(pipeline.Status(root).data) < 2:
+        time.sleep(0.5)
+    pipeline.kill_tree(proc.pid)  # killed half-way, workers and kernels included
+    proc.wait()
+    done_before = len(pipeline.Status(root).data)
+    assert 2 <= done_before < len(students)
+
+    proc = _run_cli(root, "--jobs", "2")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    assert f"{len(students) - done_before} graded" in out
+    assert "submissions [" in err  # the progress bar: done/total [elapsed<remaining]
+    assert _db_scores(root) == {s: 5.0 for s in students}
+    assert not list((root / "autograded").glob("*/.*.incoming"))
+
+    # unchanged submissions are skipped; a changed one is regraded, a broken one loses its grade
+    synthetic.make_submission(root, "s0", A, "missing_scale")
+    synthetic.make_submission(root, "s1", A, "invalid_json")
+    out, err = _run_cli(root, "--jobs", "2").communicate(timeout=300)
+    assert "1 graded, 1 need attention, 3 unchanged and skipped" in out
+    scores = _db_scores(root)
+    assert scores["s0"] == 2.0 and "s1" not in scores
+    assert status_file.exists()
+
+
+def test_zip_collect_uses_the_documented_file_name_pattern(tmp_path):
+    root = synthetic.make_course(tmp_path / "course")
+    archive = tmp_path / "lms.zip"
+    nb = synthetic.answered(root, A, A)
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(f"downloads/ada_{A}.ipynb", nbformat.writes(nb))
+        z.writestr(f"grace.hopper_{A}.ipynb", nbformat.writes(nb))
+    instructor.collect(root, archive, A)
+    for student in ("ada", "grace.hopper"):
+        assert (root / "submitted" / student / A / f"{A}.ipynb").exists()
