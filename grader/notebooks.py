@@ -7,37 +7,19 @@ Generation and validation use nbgrader's own API, configured by nbgrader_config.
 """
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+from grader.pipeline import ROOT, assignments, load_config
+
 SOURCE = "solutions"
 RELEASE = "notebooks"
-
-# nbgrader runs helper programs (alembic, jupyter) by name: find the ones installed
-# beside this Python even when the virtual environment is not activated.
-_BIN = os.path.dirname(sys.executable)
-if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
-    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
-
-
-def assignments(root=ROOT):
-    """Assignment names, in course order (01_..., 02_...)."""
-    return sorted(p.name for p in (Path(root) / SOURCE).iterdir()
-                  if p.is_dir() and any(p.glob("*.ipynb")))
 
 
 def notebook_paths(folder, root=ROOT):
     return sorted((Path(root) / folder).glob("*/*.ipynb"))
-
-
-def load_config(root=ROOT):
-    from traitlets.config.loader import PyFileConfigLoader
-
-    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
 
 
 def execute(path, timeout=120):
@@ -56,8 +38,7 @@ def generate(root=ROOT, names=None, log_level="WARNING"):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    config = load_config(ROOT)
-    config.CourseDirectory.root = str(root)
+    config = load_config(root)
     config.GenerateAssignment.force = True
     config.Application.log_level = log_level
     api = NbGraderAPI(CourseDirectory(config=config), config=config)
@@ -77,7 +58,7 @@ def validate(path, invert=False):
     """nbgrader's own validation; returns its result dict (empty means it passed)."""
     from nbgrader.validator import Validator
 
-    validator = Validator(invert=invert, config=load_config(ROOT))
+    validator = Validator(invert=invert, config=load_config())
     validator.log.setLevel("ERROR")
     return validator.validate(str(path))
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+# nbgrader runs helper programs (alembic, jupyter) by name: find the ones installed
+# beside this Python even when the virtual environment is not activated.
 _BIN = os.path.dirname(sys.executable)
-if _BIN not in os.environ.get("PATH", "").split(os.pathsep):  # nbgrader runs `alembic` by name
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
 
@@ -30,6 +32,7 @@ def db_url(root):
 
 
 def assignments(root=ROOT):
+    """Assignment names, in course order (01_..., 02_...)."""
     return sorted(p.name for p in (Path(root) / "solutions").iterdir()
                   if p.is_dir() and any(p.glob("*.ipynb")))
 

@@ -4,9 +4,11 @@
 
 Builds a synthetic class (every student submits every assignment; answers mixed:
 correct, left as the stub, raising, softmax over the wrong dimension), grades one copy
-with nbgrader's own CLI, one assignment after another, and another copy with
-grader.autograde, then prints both wall times, their ratio, the seconds per notebook,
-and the floor: what starting a kernel and importing torch costs, measured alone.
+with nbgrader's own CLI, one assignment after another, one copy with grader.autograde
+(verification included, as `make autograde` runs it) and one with --no-verify, then
+prints the wall times, the speed-up, the seconds per notebook, what verification adds
+per submission, and the floor: what starting a kernel and importing torch costs,
+measured alone.
 """
 import argparse
 import random
@@ -66,7 +68,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         plain = synthetic.make_course(Path(tmp) / "plain")
         ours = synthetic.make_course(Path(tmp) / "ours")
-        for root in (plain, ours):
+        bare = synthetic.make_course(Path(tmp) / "bare")
+        for root in (plain, ours, bare):
             build_class(root, args.students, assignments)
             pipeline.ensure_gradebook(root, pipeline.load_config(root))
 
@@ -76,15 +79,21 @@ def main(argv=None):
         t_ours = timed([sys.executable, "-m", "grader.autograde", "--root", str(ours),
                         "--jobs", str(args.jobs)], ours)
         print(f"grader.autograde --jobs {args.jobs}:           {t_ours:8.1f} s", flush=True)
+        t_bare = timed([sys.executable, "-m", "grader.autograde", "--root", str(bare),
+                        "--jobs", str(args.jobs), "--no-verify"], bare)
+        print(f"grader.autograde --jobs {args.jobs} --no-verify: {t_bare:8.1f} s", flush=True)
 
     floor = kernel_floor()
-    print(f"speed-up:                             {t_plain / t_ours:8.2f} x")
+    print(f"speed-up, verified:                   {t_plain / t_ours:8.2f} x")
+    print(f"speed-up, --no-verify:                {t_plain / t_bare:8.2f} x")
     print(f"seconds per notebook, plain:          {t_plain / n:8.2f}")
-    print(f"seconds per notebook, --jobs {args.jobs}:       {t_ours / n:8.2f}")
+    print(f"seconds per notebook, verified:       {t_ours / n:8.2f}")
+    print(f"seconds per notebook, --no-verify:    {t_bare / n:8.2f}")
+    print(f"verification adds per submission:     {(t_ours - t_bare) / n * args.jobs:8.2f} s"
+          f" of one worker ({(t_ours - t_bare) / n:.2f} s of wall time with {args.jobs} jobs)")
     print(f"floor (kernel start + import torch):  {floor:8.2f} s")
-    print(f"per notebook / floor, --jobs {args.jobs}:       {t_ours / n / floor:8.2f}")
-    print(f"per notebook x jobs / floor:          {t_ours / n * args.jobs / floor:8.2f}"
-          "   (the cost of one notebook on one core, against the floor)")
+    print(f"per notebook / floor, --no-verify:    {t_bare / n / floor:8.2f}")
+    print(f"per notebook / floor, verified:       {t_ours / n / floor:8.2f}")
 
 
 if __name__ == "__main__":

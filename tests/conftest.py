@@ -10,6 +10,17 @@ CLASS_ASSIGNMENT = "05_scaled_attention"  # 5 test cells, 1 point each
 CLASS_BUDGET = 90  # seconds per notebook: roomy, since the suite grades and runs notebooks in parallel on two cores
 
 
+def db_scores(root, assignment=CLASS_ASSIGNMENT):
+    """{student: total score} of one assignment, read from the course gradebook."""
+    from nbgrader.api import Gradebook
+
+    from grader import pipeline
+
+    config = pipeline.load_config(root)
+    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+        return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
+
+
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory):
     """One synthetic class graded once by the whole pipeline (workers, verification,

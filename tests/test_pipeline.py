@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 
-from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET
+from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET, db_scores
 from grader import pipeline, verify
 
 pytestmark = pytest.mark.xdist_group("graded_class")
@@ -27,18 +27,10 @@ def course(graded_class):
     return graded_class
 
 
-def _db_scores(root):
-    from nbgrader.api import Gradebook
-
-    config = pipeline.load_config(root)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
-        return {s.student.id: s.score for s in gb.assignment_submissions(A)}
-
-
 def test_every_variant_gets_exactly_its_expected_score(course):
     root, summary = course
     assert summary["skipped"] == 0
-    scores = _db_scores(root)
+    scores = db_scores(root)
     assert {k: scores[k] for k in EXPECTED} == {k: float(v) for k, v in EXPECTED.items()}
 
 

@@ -6,17 +6,10 @@ import zipfile
 
 import nbformat
 
+from conftest import db_scores
 from grader import instructor, pipeline, synthetic
 
 A = "05_scaled_attention"
-
-
-def _db_scores(root):
-    from nbgrader.api import Gradebook
-
-    config = pipeline.load_config(root)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
-        return {s.student.id: s.score for s in gb.assignment_submissions(A)}
 
 
 def _run_cli(root, *args, **kwargs):
@@ -45,7 +38,7 @@ def test_interrupted_run_resumes_to_a_consistent_gradebook(tmp_path):
     assert proc.returncode == 0, err[-2000:]
     assert f"{len(students) - done_before} graded" in out
     assert "submissions [" in err  # the progress bar: done/total [elapsed<remaining]
-    assert _db_scores(root) == {s: 5.0 for s in students}
+    assert db_scores(root) == {s: 5.0 for s in students}
     assert not list((root / "autograded").glob("*/.*.incoming"))
 
     # unchanged submissions are skipped; a changed one is regraded, a broken one loses its grade
@@ -53,7 +46,7 @@ def test_interrupted_run_resumes_to_a_consistent_gradebook(tmp_path):
     synthetic.make_submission(root, "s1", A, "invalid_json")
     out, err = _run_cli(root, "--jobs", "2").communicate(timeout=300)
     assert "1 graded, 1 need attention, 3 unchanged and skipped" in out
-    scores = _db_scores(root)
+    scores = db_scores(root)
     assert scores["s0"] == 2.0 and "s1" not in scores
     assert status_file.exists()
 

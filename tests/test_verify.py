@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A
+from conftest import CLASS_ASSIGNMENT as A, db_scores
 from grader import pipeline, synthetic, verify
 HONEST = {"honest": ("correct", 5.0), "honest_partial": ("missing_scale", 2.0),
           "honest_stub": ("stub", 0.0)}
@@ -57,12 +57,8 @@ def test_honest_submissions_keep_their_scores_and_are_not_flagged(graded, record
 
 @grouped
 def test_no_other_students_grade_changes_in_the_gradebook(graded):
-    from nbgrader.api import Gradebook
-
     root, _ = graded
-    config = pipeline.load_config(root)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
-        scores = {s.student.id: s.score for s in gb.assignment_submissions(A)}
+    scores = db_scores(root)
     for student, (_, score) in HONEST.items():
         assert scores[student] == score
     assert all(v == 0 for k, v in scores.items() if k.startswith("attack_"))
