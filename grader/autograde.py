@@ -110,23 +110,16 @@ def _worker_command(root, workdir, budget):
     """The worker, in new namespaces where the OS allows them: no network (its kernels talk
     to it over a private loopback), its own /proc and /tmp, and the course's gradebook,
     status, submissions and outputs hidden, so student code run by its kernels cannot
-    read other students' work or touch any grade. Its private course is at /mnt/worker."""
+    read other students' work or touch any grade. The course code, data and the Python
+    environment stay visible for the kernels; the private course is workdir."""
     from grader import verify
 
-    inner = "/mnt/worker" if verify.isolation() == "namespaces" else str(workdir)
     argv = [sys.executable, "-m", "grader.autograde", "--worker", "--root", str(root),
-            "--workdir", inner, "--budget", str(budget)]
-    if inner == str(workdir):
-        return argv, inner
-    hide = [str(p) for r in sorted({Path(root).resolve(), pipeline.ROOT})
-            for p in Path(r).iterdir() if p.name not in KEEP_VISIBLE and not p.name.endswith(".egg-info")]
-    quoted = " ".join(f"'{p}'" for p in hide)
-    script = (
-        "set -e; ip link set lo up; mount -t tmpfs tmpfs /mnt; mkdir /mnt/worker; "
-        "mount --bind \"$WORKDIR\" /mnt/worker; mount -t tmpfs tmpfs /tmp; "
-        f"for p in {quoted}; do if [ -d \"$p\" ]; then mount -t tmpfs -o ro tmpfs \"$p\"; "
-        "elif [ -e \"$p\" ]; then mount --bind /dev/null \"$p\"; fi; done; exec \"$@\"")
-    return ["unshare", "-Urmnp", "--fork", "--mount-proc", "sh", "-c", script, "worker", *argv], inner
+            "--workdir", str(workdir), "--budget", str(budget)]
+    roots = sorted({str(Path(root).resolve()), str(pipeline.ROOT)})
+    expose = [sys.prefix, sys.base_prefix, str(workdir)] + [
+        str(pipeline.ROOT / name) for name in sorted(KEEP_VISIBLE)]
+    return verify.namespace_command(argv, expose, verify.hidden_paths(roots, KEEP_VISIBLE))
 
 
 class Worker:
@@ -140,10 +133,9 @@ class Worker:
         self.workdir = Path(tempfile.mkdtemp(prefix="autograde-worker-"))
         shutil.copy(self.template_db, self.workdir / "template.db")
         shutil.copytree(self.root / "solutions", self.workdir / "solutions")
-        argv, self.inner = _worker_command(self.root, self.workdir, self.budget)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, env=dict(self.env, WORKDIR=str(self.workdir)),
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(_worker_command(self.root, self.workdir, self.budget),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=self.env, start_new_session=True)
         self.buffer = b""
 
     def run(self, task, limit):
@@ -169,10 +161,7 @@ class Worker:
                     return {"status": "needs_attention", "reason": "the grading worker crashed"}
                 self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        result = json.loads(line)
-        if "autograded" in result:  # the worker's path, seen from here
-            result["autograded"] = str(self.workdir / Path(result["autograded"]).relative_to(self.inner))
-        return result
+        return json.loads(line)
 
     def kill(self):
         if self.proc is None:

@@ -191,6 +191,9 @@ def _draw_causal_scores(gen, case, d):
     scores = torch.randint(-6, 7, (B, T, T), generator=gen).double() / 2  # (B, T, T)
     diag = torch.randint(1, 7, (B, T), generator=gen).double() / 2
     scores.diagonal(dim1=-2, dim2=-1).copy_(diag)
+    for b in range(B):  # at least one exact 0 in the past of every sequence
+        i = int(torch.randint(1, T, (1,), generator=gen))
+        scores[b, i, int(torch.randint(0, i, (1,), generator=gen))] = 0.0
     return {"scores": scores}
 
 

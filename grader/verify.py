@@ -64,28 +64,47 @@ def isolation():
     return _ISOLATION
 
 
-def hidden_paths(roots):
-    """Everything in the course folders except the Python environment."""
+def hidden_paths(roots, keep=(".venv",)):
+    """The entries of the course folders to cover, except those named in keep and any
+    folder that holds the running Python environment."""
+    prefix = Path(sys.prefix).resolve()
     paths = set()
     for root in roots:
         for entry in Path(root).iterdir():
-            if entry.name != ".venv" and not (Path(sys.prefix).resolve().is_relative_to(entry.resolve())):
+            if entry.name not in keep and not entry.name.endswith(".egg-info") \
+                    and not prefix.is_relative_to(entry.resolve()):
                 paths.add(str(entry))
     return sorted(paths)
 
 
-def sandbox_command(job, argv, roots):
-    """argv run in job/ with the course hidden (mount script inside new namespaces)."""
+def namespace_command(argv, expose, hide):
+    """argv in new user, mount, pid and network namespaces (loopback only): /tmp is a new
+    empty tmpfs, the paths in expose stay visible where they are (wherever they live, /tmp
+    included), and the paths in hide are covered. The command itself, without isolation,
+    where the OS has no user namespaces."""
     if isolation() != "namespaces":
-        return argv, str(job)
-    hide = " ".join(f"'{p}'" for p in hidden_paths(roots))
-    script = (
-        "set -e; mount -t tmpfs tmpfs /mnt; mkdir /mnt/job; mount --bind \"$JOB\" /mnt/job; "
-        "mount -t tmpfs tmpfs /tmp; "
-        f"for p in {hide}; do if [ -d \"$p\" ]; then mount -t tmpfs -o ro tmpfs \"$p\"; "
-        "elif [ -e \"$p\" ]; then mount --bind /dev/null \"$p\"; fi; done; "
-        "cd /mnt/job; exec \"$@\"")
-    return ["unshare", "-Urmnp", "--fork", "--mount-proc", "sh", "-c", script, "sandbox", *argv], str(job)
+        return argv
+    expose = [str(Path(p)) for p in dict.fromkeys(expose) if Path(p).exists()]
+    q = lambda p: "'" + p.replace("'", "'\\''") + "'"
+    make = lambda p, at: f"if [ -d {q(p)} ]; then mkdir -p {at}; else mkdir -p $(dirname {at}); touch {at}; fi"
+    lines = ["set -e", "ip link set lo up 2>/dev/null || true", "mount -t tmpfs tmpfs /mnt"]
+    for i, p in enumerate(expose):  # keep a handle on each path before /tmp is replaced
+        lines += [make(p, f"/mnt/e{i}"), f"mount --bind {q(p)} /mnt/e{i}"]
+    for p in hide:
+        lines.append(f"if [ -d {q(p)} ]; then mount -t tmpfs -o ro tmpfs {q(p)}; "
+                     f"elif [ -e {q(p)} ]; then mount --bind /dev/null {q(p)}; fi")
+    lines.append("mount -t tmpfs tmpfs /tmp")
+    for i, p in enumerate(expose):
+        lines += [f"if [ ! -e {q(p)} ]; then {make(f'/mnt/e{i}', q(p))}; fi", f"mount --bind /mnt/e{i} {q(p)}"]
+    lines.append('exec "$@"')
+    return ["unshare", "-Urmnp", "--fork", "--mount-proc", "sh", "-c", "; ".join(lines), "ns", *argv]
+
+
+def sandbox_command(job, argv, roots):
+    """The sandbox: only the Python environment and its job folder are visible of the
+    course; everything else in the course folders and in /tmp is hidden."""
+    expose = [sys.prefix, sys.base_prefix, str(job)]
+    return namespace_command(argv, expose, hidden_paths(roots)), str(job)
 
 
 class SandboxDied(Exception):
@@ -107,7 +126,7 @@ class Sandbox:
         argv = [sys.executable, "-S", "-B", "sandbox_runner.py", packages, json.dumps(LIMITS),
                 json.dumps(sorted(skip))]
         cmd, cwd = sandbox_command(self.job, argv, roots)
-        env = {"PATH": os.environ.get("PATH", ""), "JOB": str(self.job), "HOME": "/tmp",
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": "/tmp",
                "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONUNBUFFERED": "1"}
         self.stderr = open(self.job / "stderr.txt", "wb+")
