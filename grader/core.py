@@ -15,7 +15,7 @@ import re
 import threading
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
@@ -89,11 +89,10 @@ class Context:
     inputs: dict  # on the check's device and dtype
     out: torch.Tensor  # the student's output, float64 on the CPU
     tol: dict
-    extra: dict = field(default_factory=dict)
 
     def run(self, inputs):
         out = _call_student(self.exercise, self.student, inputs)
-        _check_tensor(self.exercise, out, inputs, _expected_shape(self.exercise, inputs))
+        _check_tensor(self.exercise, out, inputs, self.exercise.shape(inputs))
         return _to_cpu64(out)
 
     def close(self, a, b):
@@ -132,10 +131,6 @@ def to_device(inputs, device, dtype):
             val = val.to(device=device, dtype=dtype if val.is_floating_point() else val.dtype)
         out[key] = val
     return out
-
-
-def _expected_shape(exercise, inputs):
-    return exercise.shape(inputs)
 
 
 # --- running the student's code ------------------------------------------------------

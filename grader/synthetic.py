@@ -1,7 +1,6 @@
 """Synthetic submissions, built from the release and the solutions, for the pipeline's
 tests and benchmark. Each variant is a student's notebook with one thing changed."""
 import json
-import re
 import shutil
 from pathlib import Path
 

@@ -1,6 +1,5 @@
 """The checks: correct answers pass, every catalogued mistake is named, odd answers are
 explained, and nothing reaches stderr."""
-import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
