@@ -4,7 +4,7 @@
 
 Design (nbgrader's SQLite gradebook is not safe for concurrent writers):
 - N worker processes, each with its own private copy of the course (its own gradebook,
-  a link to solutions/), run nbgrader's own autograde through NbGraderAPI, one
+  a copy of solutions/), run nbgrader's own autograde through NbGraderAPI, one
   submission at a time, and report the scores they recorded;
 - this process is the only writer of the course gradebook: it merges each result in one
   transaction (nbgrader's Gradebook API), moves the autograded notebooks into place and
@@ -32,9 +32,6 @@ from pathlib import Path
 
 from grader import pipeline
 
-MISTAKE_MARK = "Likely mistake: "
-
-
 # --- the worker: one private course, many submissions -----------------------------------
 
 KEEP_VISIBLE = {".venv", "grader", "notebook_helpers", "data", "solutions", "notebooks",
@@ -42,18 +39,14 @@ KEEP_VISIBLE = {".venv", "grader", "notebook_helpers", "data", "solutions", "not
 KERNEL_MEMORY = 6 * 2**30  # address space for each worker and the kernels it starts
 
 
-def _worker_api(root, workdir, template_db, budget):
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-
-    workdir = Path(workdir)  # the parent put solutions/ and template.db there
-    shutil.copy(template_db, workdir / "gradebook.db")
+def _worker_api(root, workdir, budget):
+    workdir = Path(workdir)  # the parent put solutions/ and gradebook.db there
     config = pipeline.load_config(root)
     config.CourseDirectory.root = str(workdir)
     config.CourseDirectory.db_url = f"sqlite:///{workdir / 'gradebook.db'}"
     config.Application.log_level = "WARNING"
     config.BudgetedExecute.notebook_budget = budget
-    return NbGraderAPI(CourseDirectory(config=config), config=config)
+    return pipeline.nbgrader_api(config)
 
 
 def _grade_one(api, root, workdir, student, assignment):
@@ -93,7 +86,7 @@ def worker_main(root, workdir, budget):
     resource.setrlimit(resource.RLIMIT_AS, (KERNEL_MEMORY, KERNEL_MEMORY))
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    api = _worker_api(root, workdir, Path(workdir) / "template.db", budget)
+    api = _worker_api(root, workdir, budget)
     for line in sys.stdin:
         task = json.loads(line)
         try:
@@ -116,10 +109,10 @@ def _worker_command(root, workdir, budget):
 
     argv = [sys.executable, "-m", "grader.autograde", "--worker", "--root", str(root),
             "--workdir", str(workdir), "--budget", str(budget)]
-    roots = sorted({str(Path(root).resolve()), str(pipeline.ROOT)})
     expose = [sys.prefix, sys.base_prefix, str(workdir)] + [
         str(pipeline.ROOT / name) for name in sorted(KEEP_VISIBLE)]
-    return verify.namespace_command(argv, expose, verify.hidden_paths(roots, KEEP_VISIBLE))
+    hide = verify.hidden_paths(pipeline.course_roots(root), KEEP_VISIBLE)
+    return verify.namespace_command(argv, expose, hide)
 
 
 class Worker:
@@ -131,7 +124,7 @@ class Worker:
 
     def start(self):
         self.workdir = Path(tempfile.mkdtemp(prefix="autograde-worker-"))
-        shutil.copy(self.template_db, self.workdir / "template.db")
+        shutil.copy(self.template_db, self.workdir / "gradebook.db")
         shutil.copytree(self.root / "solutions", self.workdir / "solutions")
         self.proc = subprocess.Popen(_worker_command(self.root, self.workdir, self.budget),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -232,7 +225,6 @@ class Grading:
             env["GRADER_DEVICE"] = self.device
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         logs = self.root / "autograded" / ".logs"
         logs.mkdir(parents=True, exist_ok=True)
         bar = pipeline.progress(len(todo), enabled=progress)
@@ -276,12 +268,8 @@ class Grading:
 
     def merge(self, student, assignment, fp, result):
         """Record one result: the only place that writes the course gradebook."""
-        import warnings
-
         from nbgrader.api import Gradebook, MissingEntry
-        from sqlalchemy.exc import SAWarning
 
-        warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own session warnings
         final = self.root / "autograded" / student / assignment
         entry = {"fingerprint": fp, "status": result["status"], "graded_at": time.time(),
                  "elapsed": result.get("elapsed")}

@@ -17,12 +17,9 @@ from grader import pipeline
 
 
 def _api(root):
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-
     config = pipeline.load_config(root)
     config.Application.log_level = "WARNING"
-    return NbGraderAPI(CourseDirectory(config=config), config=config)
+    return pipeline.nbgrader_api(config)
 
 
 def collect(root, zip_path=None, assignment=None):

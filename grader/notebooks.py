@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.pipeline import ROOT, assignments, load_config
+from grader.pipeline import ROOT, assignments, load_config, nbgrader_api
 
 SOURCE = "solutions"
 RELEASE = "notebooks"
@@ -35,13 +35,10 @@ def execute(path, timeout=120):
 
 def generate(root=ROOT, names=None, log_level="WARNING"):
     """nbgrader generate_assignment for each assignment, into <root>/notebooks/."""
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-
     config = load_config(root)
     config.GenerateAssignment.force = True
     config.Application.log_level = log_level
-    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    api = nbgrader_api(config)
     failures = {}
     for name in names or assignments(root):
         result = api.generate_assignment(name, force=True, create=True)

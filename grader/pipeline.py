@@ -27,6 +27,19 @@ def load_config(root=ROOT):
     return config
 
 
+def nbgrader_api(config):
+    """nbgrader's own API for the course directory that config describes."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+def course_roots(root):
+    """The folders that hold course material: the course being graded and this repository."""
+    return sorted({str(Path(root).resolve()), str(ROOT)})
+
+
 def db_url(root):
     return f"sqlite:///{Path(root) / 'gradebook.db'}"
 

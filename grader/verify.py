@@ -200,9 +200,12 @@ class Sandbox:
 
 
 def _opaque(description):
-    name = description.split(" ")[0]
-    cls = type(name.rsplit(".", 1)[-1], (), {})
-    cls.__module__, cls.__qualname__ = name.rsplit(".", 1)[0], description[len(name.rsplit(".", 1)[0]) + 1:]
+    """A stand-in for what the student returned, whose type reads as the description
+    ("module.Name (a note)"), so the checks' messages name it."""
+    name, _, note = description.partition(" ")
+    module, _, qualname = name.rpartition(".")
+    cls = type(qualname, (), {})
+    cls.__module__, cls.__qualname__ = module, f"{qualname} {note}".strip()
     return cls()
 
 
@@ -251,7 +254,7 @@ def verify_notebook(root, assignment, notebook, submitted_path, device=None):
     for cell in cells[1:]:
         if cell["id"] != "given" and re.search(r"^\s*(check_\w+)\s*=|def (check_\w+)", cell["source"], re.M):
             incidents.append(f"{cell['id']}: solution code redefines a check function")
-    roots = sorted({str(Path(root).resolve()), str(pipeline.ROOT)})
+    roots = pipeline.course_roots(root)
     skip, sandbox = set(), None
     while sandbox is None:  # a cell that kills or hangs the process is skipped, the rest still run
         try:
