@@ -19,6 +19,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 JOBS ?= 1
 DEVICE ?=
+SCHEDULER ?=
+FORCE ?=
 ZIP ?=
 ASSIGNMENT ?=
 
@@ -64,7 +66,7 @@ collect: $(STAMP)
 
 ## Grade every submission under submitted/ (JOBS=N at once; DEVICE=cuda for the GPU).
 autograde: $(STAMP)
-	$(PY) -m grader.autograde --jobs $(JOBS) $(if $(DEVICE),--device $(DEVICE))
+	$(PY) -m grader.grading.autograde --jobs $(JOBS) $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force)
 
 ## Per-student HTML feedback (hidden tests removed) under feedback/.
 feedback: $(STAMP)

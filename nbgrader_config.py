@@ -27,12 +27,17 @@ c.ClearSolutions.code_stub = {
 # A deleted test cell is put back from the source and graded, not left as a silent 0.
 c.OverwriteCells.add_missing_cells = True
 
-# Time limits: each cell 60 s, the whole notebook 180 s (grader/nbgrader_plugins.py), so
-# a hanging submission costs one notebook budget, not 60 s times the number of cells.
+# Grading (grader/grading/execute.py): every cell but the test cells runs once in a fresh
+# kernel; the test cells' checks run outside it, from the plan `make release` stored in
+# the source. Every entry point (make autograde, nbgrader autograde, the formgrader)
+# goes through this preprocessor. Time limits: each cell 60 s, each call of the student's
+# code by a check 20 s, the whole notebook 180 s, so a hanging submission costs one
+# notebook budget, not 60 s times the number of cells.
 c.Execute.timeout = 60
-c.BudgetedExecute.notebook_budget = 180
+c.GradingExecute.notebook_budget = 180
+c.GradingExecute.call_timeout = 20
 c.Autograde.autograde_preprocessors = [
-    "grader.nbgrader_plugins.BudgetedExecute",
+    "grader.grading.execute.GradingExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",

@@ -333,63 +333,112 @@ def _named(mistake):
     return f"\n  Likely mistake: {mistake.name} \u2014 {mistake.hint}" if mistake else ""
 
 
+class _Named(CheckError):
+    """A CheckError that knows which catalogued mistake it named."""
+
+    def __init__(self, message, mistake=None):
+        super().__init__(message + _named(mistake))
+        self.mistake = mistake.key if mistake else None
+
+
 # --- the check -----------------------------------------------------------------------
 
-def run_check(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
-              dtype=torch.float32, fixed=None, quiet=False):
-    """Run one focus of one exercise on the student's code; raise CheckError on failure."""
+@dataclass
+class Outcome:
+    """The result of one check, as data: what the test cell shows and the merge reads."""
+    exercise: str  # the exercise's name (the student's object is expected under it)
+    student: str  # the name of the object that was checked
+    focus: str
+    hidden: bool
+    seed: Optional[int]
+    passed: bool
+    label: str  # "<student>: <what the focus checks>[ (hidden check, seed N)]"
+    message: str = ""  # for the learner when it failed: what is wrong, maybe the likely mistake
+    mistake: Optional[str] = None  # the key of the named catalogued mistake
+
+    def line(self):
+        """The one line a passing check prints."""
+        return f"\u2713 {self.label}"
+
+    def to_json(self):
+        return dict(vars(self))
+
+
+def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
+             dtype=torch.float32, fixed=None):
+    """Run one focus of one exercise on the student's code and return its Outcome."""
     __tracebackhide__ = True
     if focus not in exercise.focuses:
         raise ValueError(f"unknown focus {focus!r} for {exercise.name}; "
                          f"choose from {sorted(exercise.focuses)}")
     spec = exercise.focuses[focus]
-    _check_student_object(exercise, student)
     dev = resolve_device(device)
     tol = tolerance(dev, dtype)
-
     if hidden:
         seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+    where = f" (hidden check, seed {seed})" if hidden else ""
+    label = f"{_student_name(student, exercise)}: {spec.description}{where}"
+    outcome = lambda passed, message="", mistake=None: Outcome(
+        exercise.name, _student_name(student, exercise), focus, hidden, seed if hidden else None,
+        passed, label, message, mistake)
+    try:
+        _check_student_object(exercise, student)
+        _run(exercise, student, spec, hidden, seed, dev, dtype, tol, fixed)
+    except _Named as err:
+        return outcome(False, f"{label}\n  {err}", err.mistake)
+    except CheckError as err:
+        return outcome(False, f"{label}\n  {err}")
+    return outcome(True)
+
+
+def _run(exercise, student, spec, hidden, seed, dev, dtype, tol, fixed):
+    if hidden:
         gen = torch.Generator().manual_seed(seed)
         inputs64 = exercise.draw(gen, spec.case, draw_dims(exercise, gen))
         expected = None
-        where = f" (hidden check, seed {seed})"
     else:
         case = (fixed or _load_fixed(exercise))[spec.case]
         inputs64, expected = case["inputs"], case["expected"]
-        where = ""
-
     inputs = to_device(inputs64, dev, dtype)
     inputs64_dev = to_device(inputs64, dev, torch.float64)
     shape_info = exercise.shape(inputs)
-    label = f"{_student_name(student, exercise)}: {spec.description}{where}"
     try:
         out = _call_student(exercise, student, inputs)
         try:
             out = _check_tensor(exercise, out, inputs, shape_info)
         except CheckError as err:
             actual = _safe_cpu64(out)
-            raise CheckError(f"{err}{_named(diagnose(exercise, inputs64_dev, actual, tol=tol))}") from None
+            raise _Named(str(err), diagnose(exercise, inputs64_dev, actual, tol=tol)) from None
         ctx = Context(exercise, student, inputs, _to_cpu64(out), tol)
         for inv in spec.invariants:
             problem = inv.fn(ctx)
             if problem:
-                raise CheckError(problem + _named(diagnose(exercise, inputs64_dev, ctx.out, tol=tol)))
+                raise _Named(problem, diagnose(exercise, inputs64_dev, ctx.out, tol=tol))
         if spec.values:
             if expected is None:
                 expected = _to_cpu64(exercise.reference(*inputs64.values()))
             try:
                 torch.testing.assert_close(ctx.out, expected, check_dtype=False, **tol)
             except AssertionError:
-                mistake = diagnose(exercise, inputs64_dev, ctx.out, tol=tol)
-                raise CheckError(f"values differ from the reference: "
-                                 f"{largest_difference(ctx.out, expected)}{_named(mistake)}") from None
+                raise _Named(f"values differ from the reference: "
+                             f"{largest_difference(ctx.out, expected)}",
+                             diagnose(exercise, inputs64_dev, ctx.out, tol=tol)) from None
     except _StudentError as wrapped:
-        mistake = diagnose(exercise, inputs64_dev, error=wrapped.err, tol=tol)
-        raise CheckError(f"{label}\n  {_describe_exception(wrapped.err)}{_named(mistake)}") from None
-    except CheckError as err:
-        raise CheckError(f"{label}\n  {err}") from None
+        raise _Named(_describe_exception(wrapped.err),
+                     diagnose(exercise, inputs64_dev, error=wrapped.err, tol=tol)) from None
+
+
+def run_check(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
+              dtype=torch.float32, fixed=None, quiet=False):
+    """Run one focus of one exercise on the student's code: print one line starting with a
+    tick, or raise CheckError naming what went wrong."""
+    __tracebackhide__ = True
+    result = evaluate(exercise, student, focus, hidden=hidden, seed=seed, device=device,
+                      dtype=dtype, fixed=fixed)
+    if not result.passed:
+        raise CheckError(result.message)
     if not quiet:
-        print(f"\u2713 {label}")
+        print(result.line())
 
 
 def _student_name(student, exercise):

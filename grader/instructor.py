@@ -13,7 +13,9 @@ import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from grader import pipeline
+from grader.grading import layout as pipeline
+from grader.grading.autograde import mistakes as named_mistakes
+from grader.grading.status import Status
 
 
 def _api(root):
@@ -47,7 +49,7 @@ def collect(root, zip_path=None, assignment=None):
 def feedback(root):
     """Per-student HTML feedback for every graded submission, hidden tests removed."""
     api = _api(root)
-    status = pipeline.Status(root)
+    status = Status(root)
     done = 0
     for student, assignment, entry in status.entries():
         if entry["status"] != "graded":
@@ -70,7 +72,7 @@ def export(root, csv_path=None, report_dir=None):
     csv_path = Path(csv_path or root / "grades.csv")
     config = pipeline.load_config(root)
     pipeline.ensure_gradebook(root, config)
-    status = pipeline.Status(root)
+    status = Status(root)
     warnings.filterwarnings("ignore", category=SAWarning)
     with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
         pipeline.add_students(root, config, sorted(status.data))
@@ -95,11 +97,9 @@ def export(root, csv_path=None, report_dir=None):
 
 
 def _flags(entry):
-    """Why a graded submission deserves a look: verification disagreed, or the sandbox saw
-    something no answer needs."""
-    flags = [f"{d['cell']}: in kernel {d['kernel']}, verified {d['verified']} ({d['why']})"
-             for d in entry.get("disagreements", [])]
-    return flags + list(entry.get("incidents", []))
+    """What deserves a look in a graded submission: a notebook that ran out of time."""
+    return [f"{nb}: ran out of its time budget" for nb, data in (entry.get("notebooks") or {}).items()
+            if data.get("budget_exceeded")]
 
 
 def write_report(root, status, rows, out):
@@ -113,20 +113,19 @@ def write_report(root, status, rows, out):
     attention = status.attention()
 
     totals = defaultdict(lambda: [0.0, 0.0])
-    for s, a, e in graded:
-        for cells in e.get("scores", {}).values():
-            for got, best in cells.values():
-                totals[s][0] += got or 0.0
-                totals[s][1] += best or 0.0
+    for row in rows:
+        if row.get("score") not in ("", None):
+            totals[row["student_id"]][0] += float(row["score"])
+            totals[row["student_id"]][1] += float(row["max_score"] or 0)
     percent = [100 * got / best for got, best in totals.values() if best]
 
     passed, tried = Counter(), Counter()
     for s, a, e in graded:
-        for nb, cells in e.get("scores", {}).items():
-            for cell, (got, best) in cells.items():
+        for nb, data in (e.get("notebooks") or {}).items():
+            for cell, outcomes in data.get("outcomes", {}).items():
                 tried[cell] += 1
-                passed[cell] += bool(best) and (got or 0) >= best
-    mistakes = Counter(name for _, _, e in graded for name in e.get("mistakes", {}).values())
+                passed[cell] += bool(outcomes) and all(o["passed"] for o in outcomes)
+    mistakes = Counter(name for _, _, e in graded for name in named_mistakes(e).values())
 
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.hist(percent, bins=10, range=(0, 100), color="tab:blue", edgecolor="white")
@@ -166,22 +165,12 @@ def write_report(root, status, rows, out):
     else:
         lines += ["Nothing: every submission was graded."]
     flagged = [(s, a, e) for s, a, e in graded if _flags(e)]
-    lines += ["", "## Flagged by verification", "",
-              "Scores come from verification outside the student's kernel. These submissions "
-              "got a different result inside the kernel, or did something no answer needs.", ""]
+    lines += ["", "## Flagged", ""]
     if flagged:
-        lines += ["| student | assignment | test cell (exercise) | in kernel | verified | why |",
-                  "|---|---|---|---|---|---|"]
-        for s, a, e in flagged:
-            for d in e.get("disagreements", []):
-                lines.append(f"| {s} | {a} | {d['cell']} | {d['kernel']} | {d['verified']} | {d['why']} |")
-            for incident in e.get("incidents", []):
-                lines.append(f"| {s} | {a} | | | | {incident} |")
+        lines += ["| student | assignment | why |", "|---|---|---|"]
+        lines += [f"| {s} | {a} | {f} |" for s, a, e in flagged for f in _flags(e)]
     else:
         lines += ["Nothing flagged."]
-    unverified = [f"{s} / {a}" for s, a, e in graded if not e.get("verified")]
-    if unverified:
-        lines += ["", f"Not verified (in-kernel scores only): {', '.join(unverified)}"]
     lines += ["", "## Scores", "", "![score histogram](score_histogram.png)", "",
               "## Pass rate per test", "", "![pass rate](pass_rate.png)", "",
               "| test | passed | graded |", "|---|---|---|"]

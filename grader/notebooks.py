@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.pipeline import ROOT, assignments, load_config, nbgrader_api
+from grader.grading.layout import ROOT, assignments, load_config, nbgrader_api
 
 SOURCE = "solutions"
 RELEASE = "notebooks"
@@ -60,7 +60,28 @@ def validate(path, invert=False):
     return validator.validate(str(path))
 
 
+def store_plans(root=ROOT):
+    """Derive each test cell's grading plan from the sources and store it in their metadata
+    (grader.grading.plan); SystemExit naming every test cell whose plan cannot be derived."""
+    import grader
+    from grader.exercises import EXERCISES
+    from grader.grading import plan
+
+    focuses = {key: set(ex.focuses) for key, ex in EXERCISES.items()}
+    problems = []
+    for path in notebook_paths(SOURCE, root):
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        for grade_id, reason in plan.annotate(nb, grader.EXERCISE_KEYS, focuses).items():
+            problems.append(f"{path.relative_to(root)}: test cell {grade_id}: {reason}")
+        if nbformat.writes(nb) != before:
+            nbformat.write(nb, path)
+    if problems:
+        raise SystemExit("cannot derive the grading plan of these test cells:\n" + "\n".join(problems))
+
+
 def release(root=ROOT):
+    store_plans(root)
     generate(root)
     problems = []
     for path in notebook_paths(SOURCE, root):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import pipeline
+from grader.grading import layout as pipeline
 
 
 def _solution_code(root, assignment, notebook):

@@ -14,7 +14,7 @@ def db_scores(root, assignment=CLASS_ASSIGNMENT):
     """{student: total score} of one assignment, read from the course gradebook."""
     from nbgrader.api import Gradebook
 
-    from grader import pipeline
+    from grader.grading import layout as pipeline
 
     config = pipeline.load_config(root)
     with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:

@@ -1,0 +1,205 @@
+"""The kernel channel: call the student's objects inside their kernel, from outside it.
+
+The trusted grading process never runs student code. To check a function or class, it
+writes a call (plain tensors and numbers, see grader/student_call.py) into a folder the
+kernel can write, asks the kernel to run a short piece of code that looks the object
+up by name in the notebook's namespace, runs the call and saves the result there, and
+reads the result back as untrusted data:
+- the file is bounded in size, compressed and uncompressed, before anything parses it;
+- it is loaded with `weights_only=True` (no pickled code);
+- only plain dense tensors (exact `torch.Tensor`, or an `nn.Parameter`'s data, strided,
+  not quantized), None, numbers and lists of such tensors are accepted as results;
+  anything else is described by a short text the checks turn into a message.
+A reply that breaks any of these rules is that student's failure, with its reason,
+never an exception out of the grading loop. The student's code can change what the
+kernel side does (it runs in the same kernel), but all it can ever send back is data
+that the checks then judge on inputs the grader chose.
+"""
+import io
+import itertools
+import zipfile
+from pathlib import Path
+
+from grader.core import RemoteError
+
+MAX_REPLY_BYTES = 16 * 2**20  # compressed, as written by the kernel
+MAX_UNPACKED_BYTES = 64 * 2**20  # inside the zip
+MAX_ENTRIES = 64
+STUDENT_CALL = Path(__file__).resolve().parent.parent / "student_call.py"
+
+# Runs in the student's kernel. It imports only torch and the copy of student_call's
+# source it is given, defines nothing that outlives the call, and writes one file.
+KERNEL_SIDE = r'''
+def __grading_call(name, call_path, reply_path, student_call_source):
+    import traceback, types
+    import torch
+    helpers = types.ModuleType("grading_call")
+    exec(compile(student_call_source, "<grading_call>", "exec"), helpers.__dict__)
+
+    def describe(err):
+        frames = [f for f in traceback.extract_tb(err.__traceback__)
+                  if "ipykernel" in f.filename or f.filename.startswith("<ipython")]
+        line = f"{frames[-1].lineno}: {frames[-1].line}" if frames and frames[-1].line else None
+        text = str(err).splitlines()[0][:300] if str(err) else ""
+        return {"error": {"type": type(err).__name__, "message": text, "line": line}}
+
+    def plain(out):
+        if isinstance(out, torch.nn.Parameter) and type(out) is torch.nn.Parameter:
+            out = out.data
+        if type(out) is torch.Tensor:
+            if out.layout != torch.strided or out.is_quantized or out.is_nested:
+                return {"opaque": f"torch.Tensor (a {out.layout} tensor; return a plain dense tensor)"}
+            return {"out": out.detach().to("cpu").clone(), "device": str(out.device)}
+        if isinstance(out, torch.Tensor):
+            return {"opaque": f"{type(out).__module__}.{type(out).__qualname__} (a Tensor subclass)"}
+        if out is None or type(out) in (int, float, bool):
+            return {"out": out}
+        if type(out) in (list, tuple) and all(type(o) is torch.Tensor for o in out):
+            return {"out": [o.detach().to("cpu").clone() for o in out[:64]]}
+        return {"opaque": f"{type(out).__module__}.{type(out).__qualname__}"}
+
+    request = torch.load(call_path, weights_only=True)
+    call, device = request["call"], request["device"]
+    move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v
+    call = {k: ([move(a) for a in v] if k == "args" else
+                {n: move(t) for n, t in v.items()} if k == "params" else move(v))
+            for k, v in call.items()}
+    student = get_ipython().user_ns.get(name)
+    if student is None:
+        reply = {"error": {"type": "NameError", "message": f"name {name!r} is not defined",
+                           "line": None}}
+    else:
+        try:
+            reply = plain(helpers.execute(student, call))
+        except BaseException as err:
+            reply = describe(err)
+    torch.save(reply, reply_path)
+'''
+
+
+class MalformedReply(Exception):
+    """The kernel's answer is not something the checks may read."""
+
+
+def read_reply(path, torch):
+    """The reply file as plain data, or MalformedReply with the reason."""
+    path = Path(path)
+    if not path.is_file() or path.is_symlink():
+        raise MalformedReply("no answer came back from the kernel")
+    size = path.stat().st_size
+    if size > MAX_REPLY_BYTES:
+        raise MalformedReply(f"the answer is {size / 2**20:.0f} MiB; at most "
+                             f"{MAX_REPLY_BYTES // 2**20} MiB are read")
+    data = path.read_bytes()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except zipfile.BadZipFile:
+        raise MalformedReply("the answer is not a saved tensor") from None
+    unpacked = sum(e.file_size for e in entries)
+    if len(entries) > MAX_ENTRIES or unpacked > MAX_UNPACKED_BYTES:
+        raise MalformedReply(f"the answer unpacks to {unpacked / 2**20:.0f} MiB in {len(entries)} "
+                             f"parts; at most {MAX_UNPACKED_BYTES // 2**20} MiB are read")
+    try:
+        reply = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise MalformedReply(f"the answer could not be read: {type(err).__name__}") from None
+    return _validate(reply, torch)
+
+
+def _plain_tensor(t, torch):
+    return (type(t) is torch.Tensor and t.layout == torch.strided and not t.is_quantized
+            and not t.is_nested)
+
+
+def _short(text, n=300):
+    return text[:n] if isinstance(text, str) else ""
+
+
+def _validate(reply, torch):
+    if not isinstance(reply, dict):
+        raise MalformedReply("the answer is not a reply")
+    if "error" in reply:
+        err = reply["error"] if isinstance(reply["error"], dict) else {}
+        line = err.get("line")
+        return {"error": {"type": _short(err.get("type"), 80) or "Error",
+                          "message": _short(err.get("message")),
+                          "line": _short(line) if isinstance(line, str) else None}}
+    if "opaque" in reply:
+        return {"opaque": _short(reply["opaque"], 200) or "object"}
+    if "out" not in reply:
+        raise MalformedReply("the answer has no result")
+    out = reply["out"]
+    if isinstance(out, torch.Tensor):
+        if not _plain_tensor(out, torch):
+            raise MalformedReply("the answer is not a plain dense tensor")
+    elif isinstance(out, list):
+        if not all(_plain_tensor(o, torch) for o in out):
+            raise MalformedReply("the answer is not a list of plain dense tensors")
+    elif not (out is None or type(out) in (int, float, bool)):
+        raise MalformedReply("the answer is not a tensor")
+    device = reply.get("device", "cpu")
+    return {"out": out, "device": device if isinstance(device, str) and len(device) < 32 else "cpu"}
+
+
+def opaque(description):
+    """A stand-in for what the student returned, whose type reads as the description
+    ("module.Name (a note)"), so the checks' messages name it."""
+    name, _, note = description.partition(" ")
+    module, _, qualname = name.rpartition(".")
+    cls = type(qualname or "object", (), {})
+    cls.__module__, cls.__qualname__ = module, f"{qualname} {note}".strip()
+    return cls()
+
+
+class KernelChannel:
+    """Calls into one kernel through `run_code(code) -> None or a RemoteError`.
+
+    folder is where the kernel can write (its working folder); `run_code` executes code
+    in the kernel (the grading preprocessor passes its own cell runner, with timeouts)."""
+
+    def __init__(self, run_code, folder, device="cpu"):
+        import torch
+
+        self.torch, self.run_code, self.device = torch, run_code, device
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.source = STUDENT_CALL.read_text()
+        self.counter = itertools.count()
+        self.defined = False
+
+    def call(self, name, spec):
+        """The student's result for one call, or RemoteError describing what went wrong."""
+        torch = self.torch
+        n = next(self.counter)
+        call_path, reply_path = self.folder / f"call-{n}.pt", self.folder / f"reply-{n}.pt"
+        cpu = lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v
+        spec = {k: ([cpu(a) for a in v] if k == "args" else
+                    {p: cpu(t) for p, t in v.items()} if k == "params" else cpu(v))
+                for k, v in spec.items()}
+        torch.save({"call": spec, "device": self.device}, call_path)
+        code = (KERNEL_SIDE + f"\n__grading_call({name!r}, {str(call_path)!r}, {str(reply_path)!r}, "
+                f"{self.source!r})\ndel __grading_call\n")
+        try:
+            problem = self.run_code(code)  # None, or a RemoteError (a timeout, say)
+            if problem is not None:
+                raise problem
+            try:
+                reply = read_reply(reply_path, torch)
+            except MalformedReply as err:
+                raise RemoteError("MalformedReply", str(err)) from None
+        finally:
+            for path in (call_path, reply_path):
+                path.unlink(missing_ok=True)
+        if "error" in reply:
+            e = reply["error"]
+            raise RemoteError(e["type"], e["message"], e["line"])
+        if "opaque" in reply:
+            return opaque(reply["opaque"])
+        out = reply["out"]
+        if isinstance(out, torch.Tensor) and reply["device"] != "cpu":
+            try:
+                out = out.to(reply["device"])
+            except Exception:
+                pass  # a device name we do not have: the device check names it
+        return out

@@ -1,0 +1,159 @@
+"""The one way a notebook is graded: nbgrader's Execute, with the checks outside the kernel.
+
+Configured in nbgrader_config.py as the first autograde preprocessor, so `make autograde`,
+plain `nbgrader autograde` and the formgrader's Autograde button all grade the same way:
+
+- every code cell of the submitted notebook except its test cells runs once, in order,
+  in a fresh kernel (the isolated kernel spec where the machine allows it), with
+  nbgrader's semantics: IPython syntax, an error does not stop later cells, and a time
+  budget for the whole notebook on top of the per-cell timeout;
+- a test cell is never executed in the kernel. Its checks are read from the grading plan
+  that `make release` stored in the *source* notebook's cell (grader.grading.plan), and run
+  here, in the trusted process, calling the student's objects in the kernel through
+  grader.grading.channel on inputs chosen here (visible checks: the fixed inputs; hidden
+  checks: fresh sizes and seeds). Each check's outcome becomes the cell's output: one
+  tick line per passing check, or the message of the first failing one as an error (so
+  nbgrader's SaveAutoGrades scores it 0), and the typed outcomes are written beside the
+  autograded notebook as <notebook>.grading.json.
+"""
+import json
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+from traitlets import Integer, Unicode
+
+from nbgrader.preprocessors import Execute
+
+BUDGET_ERROR = "NotebookTimeBudgetExceeded"
+CHECK_ERROR = "CheckError"
+OUTCOMES_SUFFIX = ".grading.json"
+CHANNEL_DIR = ".grading-channel"
+
+
+def outcomes_path(autograded_dir, notebook):
+    return Path(autograded_dir) / f"{notebook}{OUTCOMES_SUFFIX}"
+
+
+def error_output(ename, message):
+    return NotebookNode(output_type="error", ename=ename, evalue=message,
+                        traceback=message.splitlines() or [ename])
+
+
+class GradingExecute(Execute):
+    notebook_budget = Integer(
+        180, help="Seconds the whole notebook may run; later cells are skipped.").tag(config=True)
+    call_timeout = Integer(
+        20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
+    device = Unicode(
+        "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+
+    # --- the notebook ---------------------------------------------------------------
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._deadline = time.monotonic() + self.notebook_budget
+        self._calling = False
+        self._plans, self._outcomes = None, {}
+        info = (resources or {}).get("nbgrader", {})
+        if info.get("assignment") and info.get("notebook"):
+            self._plans = self._load_plans(info["assignment"], info["notebook"])
+        folder = Path((resources or {}).get("metadata", {}).get("path") or os.getcwd())
+        self._channel_dir = folder / CHANNEL_DIR
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        finally:
+            shutil.rmtree(self._channel_dir, ignore_errors=True)
+        if self._plans is not None:
+            resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \
+                json.dumps({"cells": self._outcomes}, indent=1).encode()
+        return nb, resources
+
+    def _load_plans(self, assignment, notebook):
+        from nbgrader.coursedir import CourseDirectory
+
+        from grader.grading import plan
+
+        coursedir = CourseDirectory(config=self.config)
+        path = Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
+        return plan.read(nbformat.read(path, as_version=4))
+
+    def _remaining(self):
+        return getattr(self, "_deadline", float("inf")) - time.monotonic()
+
+    def _get_timeout(self, cell):
+        timeout = super()._get_timeout(cell)
+        if getattr(self, "_calling", False):
+            timeout = min(timeout or self.call_timeout, self.call_timeout)
+        remaining = self._remaining()
+        if remaining == float("inf"):
+            return timeout
+        return max(1, min(timeout or remaining, int(remaining) + 1))
+
+    def preprocess_cell(self, cell, resources, index):
+        from grader.grading import plan
+
+        if cell.cell_type == "code" and self._remaining() <= 0:
+            message = (f"the notebook used up its time budget of {self.notebook_budget} s; "
+                       "this cell was not run")
+            cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
+            return cell, resources
+        if self._plans is not None and plan.is_test_cell(cell):
+            self._grade_test_cell(cell, index)
+            return cell, resources
+        return super().preprocess_cell(cell, resources, index)
+
+    # --- test cells, graded here ----------------------------------------------------
+
+    def _run_code(self, code, index):
+        """Run code in the kernel as a throwaway cell; None, or a RemoteError."""
+        from grader.core import RemoteError
+
+        probe = nbformat.v4.new_code_cell(code)
+        test_cell = self.nb.cells[index]
+        self._calling = True
+        try:
+            self.execute_cell(probe, index, store_history=False)
+        finally:
+            self._calling = False
+            self.nb.cells[index] = test_cell  # nbclient stores the cell it ran at its index
+        for out in probe.outputs:
+            if out.output_type == "error":
+                if "Timeout" in out.ename:
+                    return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
+                return RemoteError(out.ename, str(out.evalue)[:300])
+        return None
+
+    def _grade_test_cell(self, cell, index):
+        from grader.core import RemoteStudent, evaluate
+        from grader.exercises import EXERCISES
+        from grader.grading.channel import KernelChannel
+
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        checks = self._plans.get(grade_id)
+        if checks is None:
+            cell.outputs = [error_output(CHECK_ERROR, f"test cell {grade_id} is not part of this "
+                                                      "assignment's source")]
+            self._outcomes[grade_id] = []
+            return
+        device = self.device or os.environ.get("GRADER_DEVICE") or "cpu"
+        channel = KernelChannel(lambda code: self._run_code(code, index), self._channel_dir, device)
+        rng = random.SystemRandom()
+        outputs, outcomes = [], []
+        for check in checks:
+            student = RemoteStudent(check.student, lambda spec, name=check.student: channel.call(name, spec))
+            seed = check.seed if check.seed is not None else rng.randrange(2**31)
+            outcome = evaluate(EXERCISES[check.exercise], student, check.focus, hidden=check.hidden,
+                               seed=seed if check.hidden else None, device=device)
+            outcomes.append(outcome.to_json())
+            if outcome.passed:
+                outputs.append(nbformat.v4.new_output("stream", name="stdout", text=outcome.line() + "\n"))
+            else:
+                outputs.append(error_output(CHECK_ERROR, outcome.message))
+                break
+        cell.outputs = outputs
+        cell.execution_count = None
+        self._outcomes[grade_id] = outcomes

@@ -1,0 +1,70 @@
+"""autograded/.status.json: what was graded from which files, with which result.
+
+One entry per (student, assignment): the fingerprint of everything the grade depends
+on, "graded" or "needs_attention" (with the reason), and the typed outcomes of every
+check. The file is replaced atomically, so a killed run never leaves half of it, and a
+re-run regrades exactly what changed.
+"""
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from grader.grading.layout import ROOT
+
+
+class Status:
+    def __init__(self, root):
+        self.path = Path(root) / "autograded" / ".status.json"
+        self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def get(self, student, assignment):
+        return self.data.get(student, {}).get(assignment)
+
+    def set(self, student, assignment, entry):
+        self.data.setdefault(student, {})[assignment] = entry
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)  # atomic: a kill never leaves half a file
+
+    def entries(self):
+        for student, by_assignment in sorted(self.data.items()):
+            for assignment, entry in sorted(by_assignment.items()):
+                yield student, assignment, entry
+
+    def attention(self):
+        return [(s, a, e) for s, a, e in self.entries() if e["status"] == "needs_attention"]
+
+
+def _hash_tree(h, base, pattern="*"):
+    base = Path(base)
+    if not base.exists():
+        return
+    for path in sorted(p for p in base.rglob(pattern) if p.is_file() and not p.is_symlink()
+                       and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(base)).encode() + b"\0")
+        h.update(path.read_bytes())
+
+
+def grading_inputs(root, assignment, duedate=None):
+    """A hash of everything a grade depends on besides the submission: the assignment's
+    source, the grader's code, the reference data, the course configuration, the due date."""
+    h = hashlib.sha256()
+    _hash_tree(h, Path(root) / "solutions" / assignment)
+    _hash_tree(h, ROOT / "grader", "*.py")
+    _hash_tree(h, ROOT / "data" / "references")
+    config = Path(root) / "nbgrader_config.py"
+    h.update(config.read_bytes() if config.exists() else b"")
+    h.update(str(duedate).encode())
+    return h.hexdigest()
+
+
+def fingerprint(files, inputs, settings):
+    """The fingerprint of one submission: its files, the grading inputs, the settings."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    h.update(inputs.encode())
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256(files[rel]).digest())
+    return h.hexdigest()

@@ -1,0 +1,249 @@
+"""The unit of work: grade one submission, sharing nothing with any other.
+
+    grade_submission(job) -> SubmissionResult
+
+A job carries everything the grading needs as data: the submission's files (bytes),
+the assignment's source notebooks, a gradebook template that knows the assignment, the
+course's nbgrader configuration file and the grading settings. The function builds a
+throwaway course folder of its own, runs nbgrader's autograde there (which executes
+the notebook through grader.grading.execute in a fresh kernel), reads the scores nbgrader
+recorded and the typed outcomes of every check, and returns them with the autograded
+files. It never writes the course's gradebook or status: the caller merges results.
+It can therefore run anywhere the course's environment is installed: in this process,
+in a worker process, or on another machine of a cluster.
+"""
+import os
+import shutil
+import stat
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+MAX_SUBMISSION_BYTES = 64 * 2**20
+MAX_FILES = 200
+
+
+@dataclass
+class Settings:
+    device: str = "cpu"
+    notebook_budget: int = 180
+    call_timeout: int = 20
+    kernel_name: str = ""  # "" keeps the notebook's kernel (grader.isolation decides upstream)
+
+
+@dataclass
+class Job:
+    student: str
+    assignment: str
+    notebooks: list  # the notebook names the assignment expects
+    files: dict  # relative path -> bytes: the submission
+    source: dict  # relative path -> bytes: solutions/<assignment>/
+    gradebook: bytes  # a gradebook.db that knows the assignment and no student
+    config: str  # the text of the course's nbgrader_config.py
+    settings: Settings = field(default_factory=Settings)
+
+
+@dataclass
+class SubmissionResult:
+    student: str
+    assignment: str
+    status: str  # "graded" or "needs_attention"
+    reason: str = ""
+    elapsed: float = 0.0
+    timestamp: Optional[str] = None
+    # notebook -> {"grades": {grade_id: [auto_score, max_score, needs_manual_grade]},
+    #              "comments": {name: text}, "late_penalty": float,
+    #              "outcomes": {grade_id: [Outcome as dict, ...]}, "budget_exceeded": bool}
+    notebooks: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)  # relative path -> bytes: the autograded folder
+
+    def to_json(self):
+        data = asdict(self)
+        data.pop("files")
+        return data
+
+
+class Refused(Exception):
+    """A submission that is not graded as it is, with the reason."""
+
+
+def read_submission(folder):
+    """The submission's regular files as {relative path: bytes}. Symbolic links, FIFOs,
+    sockets and devices are refused with the reason, before anything follows or reads
+    them; so are oversized submissions."""
+    folder = Path(folder)
+    files, total = {}, 0
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise Refused(f"{folder.name} is not a folder")
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            mode = os.lstat(path).st_mode
+            rel = str(path.relative_to(folder))
+            if stat.S_ISLNK(mode):
+                raise Refused(f"{rel} is a symbolic link; submissions may hold regular files only")
+            if stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                        else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+                raise Refused(f"{rel} is {kind}; submissions may hold regular files only")
+            if name.startswith(".ipynb_checkpoints") or "/.ipynb_checkpoints" in rel:
+                continue
+            total += os.lstat(path).st_size
+            if total > MAX_SUBMISSION_BYTES or len(files) >= MAX_FILES:
+                raise Refused(f"the submission is larger than {MAX_SUBMISSION_BYTES // 2**20} MiB "
+                              f"or {MAX_FILES} files")
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as f:
+                files[rel] = f.read()
+    return files
+
+
+def check_notebooks(files, notebooks):
+    """Why the submitted notebooks cannot be graded as they are, or None."""
+    import nbformat
+
+    present = sorted(p for p in files if p.endswith(".ipynb") and "/" not in p)
+    for name in notebooks:
+        data = files.get(f"{name}.ipynb")
+        if data is None:
+            others = [p for p in present if p[:-6] not in notebooks]
+            if others:
+                return f"{name}.ipynb is missing; found {', '.join(others)} instead (renamed?)"
+            return f"{name}.ipynb is missing from the submission"
+        if not data:
+            return f"{name}.ipynb is empty (0 bytes)"
+        try:
+            nb = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
+        except Exception as err:
+            return f"{name}.ipynb is not a readable notebook: {str(err).splitlines()[0][:200]}"
+        if not nb.cells:
+            return f"{name}.ipynb has no cells"
+    return None
+
+
+def _write_tree(base, files):
+    for rel, data in files.items():
+        path = Path(base) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _read_tree(base):
+    base = Path(base)
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*"))
+            if p.is_file() and not p.is_symlink()}
+
+
+def _config(course, job):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config.Exchange.root = str(course / "exchange")
+    config.Application.log_level = "WARNING"
+    config.GradingExecute.notebook_budget = job.settings.notebook_budget
+    config.GradingExecute.call_timeout = job.settings.call_timeout
+    config.GradingExecute.device = job.settings.device
+    if job.settings.kernel_name:
+        config.GradingExecute.kernel_name = job.settings.kernel_name
+    return config
+
+
+def _explain(log):
+    """One line an instructor can act on, from nbgrader's log of a failed autograde."""
+    text = log or ""
+    if "Kernel died" in text or "DeadKernelError" in text or "kernel died" in text:
+        return "the kernel died while running the notebook (os._exit, a crash, or running out of memory)"
+    if "checksum" in text.lower():
+        return ("a test cell was tampered with (its nbgrader metadata or its type was changed), "
+                "so nbgrader refused to grade it")
+    lines = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("File ")]
+    return "autograde failed: " + (lines[-1][:300] if lines else "no log")
+
+
+def _results(course, job):
+    """Scores nbgrader recorded, and the outcomes the grading preprocessor wrote."""
+    import json
+
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from grader.grading.execute import BUDGET_ERROR, outcomes_path
+
+    out = course / "autograded" / job.student / job.assignment
+    notebooks = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(job.assignment, job.student)
+        timestamp = sub.timestamp.isoformat() if sub.timestamp else None
+        for nb in sub.notebooks:
+            path = outcomes_path(out, nb.name)
+            outcomes = json.loads(path.read_text())["cells"] if path.exists() else {}
+            graded = nbformat.read(out / f"{nb.name}.ipynb", as_version=4)
+            exceeded = any(o.get("ename") == BUDGET_ERROR for c in graded.cells
+                           for o in c.get("outputs", []) if o.get("output_type") == "error")
+            notebooks[nb.name] = {
+                "grades": {g.name: [g.auto_score, g.max_score, g.needs_manual_grade] for g in nb.grades},
+                "comments": {c.name: c.auto_comment for c in nb.comments},
+                "late_penalty": nb.late_submission_penalty,
+                "outcomes": outcomes,
+                "budget_exceeded": exceeded,
+            }
+    return timestamp, notebooks
+
+
+def grade_submission(job):
+    """Grade one submission in a course folder of its own; never raises for the student's
+    sake: whatever goes wrong becomes a "needs_attention" result with its reason."""
+    start = time.monotonic()
+    result = SubmissionResult(job.student, job.assignment, "needs_attention")
+    problem = check_notebooks(job.files, job.notebooks)
+    if problem:
+        result.reason = problem
+        return result
+    course = Path(tempfile.mkdtemp(prefix="grade-"))
+    try:
+        (course / "nbgrader_config.py").write_text(job.config)
+        (course / "gradebook.db").write_bytes(job.gradebook)
+        _write_tree(course / "solutions" / job.assignment, job.source)
+        _write_tree(course / "submitted" / job.student / job.assignment, job.files)
+        from grader.grading import layout
+
+        api = layout.nbgrader_api(_config(course, job))
+        with _quiet_logs():
+            outcome = api.autograde(job.assignment, job.student, force=True, create=True)
+        out = course / "autograded" / job.student / job.assignment
+        if not outcome["success"] or not out.is_dir():
+            result.reason = _explain(f"{outcome['log']}\n{outcome['error']}")
+            return result
+        result.timestamp, result.notebooks = _results(course, job)
+        result.files = _read_tree(out)
+        result.status = "graded"
+        return result
+    except Exception as err:  # a broken submission must not take the caller down
+        result.reason = _explain(f"{type(err).__name__}: {err}")
+        return result
+    finally:
+        result.elapsed = time.monotonic() - start
+        shutil.rmtree(course, ignore_errors=True)
+
+
+class _quiet_logs:
+    """nbgrader's SQLAlchemy warnings and kernels' transport notices are noise here."""
+
+    def __enter__(self):
+        import warnings
+
+        self.catch = warnings.catch_warnings()
+        self.catch.__enter__()
+        warnings.simplefilter("ignore")
+        return self
+
+    def __exit__(self, *exc):
+        self.catch.__exit__(*exc)
+        return False
