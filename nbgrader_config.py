@@ -36,6 +36,14 @@ c.OverwriteCells.add_missing_cells = True
 c.Execute.timeout = 60
 c.GradingExecute.notebook_budget = 180
 c.GradingExecute.call_timeout = 20
+# A copied solution or test cell is graded once, not a crash (grader/grading/sanitize.py).
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "grader.grading.sanitize.DropDuplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
 c.Autograde.autograde_preprocessors = [
     "grader.grading.execute.GradingExecute",
     "nbgrader.preprocessors.IgnorePattern",

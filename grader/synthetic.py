@@ -71,6 +71,18 @@ def _edit_test(nb, tests):
         cell.source = '"""Check nothing."""\nassert True'
 
 
+def _forge_plan(nb, tests):
+    """A wrong answer whose test cells claim, in their metadata, to check only the shape."""
+    for cell in tests:
+        cell.metadata["grading_plan"] = [{"exercise": "scaled_dot_product_attention",
+                                          "student": "scaled_dot_product_attention", "focus": "output"}]
+
+
+def _forge_plan_of(nb):
+    _forge_plan(nb, [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")])
+    return nb
+
+
 def _tamper_metadata(nb, tests):
     tests[0].metadata["nbgrader"].update(locked=False, solution=True, grade=False)
 
@@ -87,6 +99,7 @@ VARIANTS = {
     "deleted_test_cell": _with_test_cells(_delete_first_test),
     "edited_test_cell": _with_test_cells(_edit_test),
     "tampered_metadata": _with_test_cells(_tamper_metadata),
+    "forged_plan": lambda root, a, n: _forge_plan_of(_edit_solutions(lambda s: s.replace("dim=-1", "dim=-2"))(root, a, n)),
     "kernel_death": _edit_solutions(lambda s: "import os\nos._exit(1)\n" + s),
 }
 
@@ -182,6 +195,87 @@ ATTACKS = {
         "        pass\n" + _SIG + _WRONG),
     "fake_passed": (
         _SIG + "    print('\\u2713 scaled_dot_product_attention: matches the reference values')\n" + _WRONG),
+    # Reach outside the notebook: other gradebooks, pipes, files, the grader, the environment.
+    "raise_own_points": (
+        "import glob, os, sqlite3\n"
+        "for db in glob.glob('../../../gradebook.db') + glob.glob('/tmp/*/gradebook.db'):\n"
+        "    try:\n"
+        "        con = sqlite3.connect(db)\n"
+        "        con.execute('UPDATE grade_cells SET max_score = 15')\n"
+        "        con.execute('UPDATE grade SET auto_score = 15')\n"
+        "        con.commit()\n"
+        "    except Exception:\n"
+        "        pass\n" + _SIG + _WRONG),
+    "forge_pipes": (  # pipes only: a forged result line into any process's pipe
+        "import glob, json, os, stat\n"
+        "line = json.dumps({'status': 'graded', 'notebooks': {}, 'score': 15}) + '\\n'\n"
+        "for fd in glob.glob('/proc/*/fd/*'):\n"
+        "    try:\n"
+        "        if stat.S_ISFIFO(os.stat(fd).st_mode):\n"
+        "            with open(fd, 'a') as f:\n"
+        "                f.write(line)\n"
+        "    except Exception:\n"
+        "        pass\n" + _SIG + _WRONG),
+    "daemon": (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        for _ in range(600):\n"
+        "            time.sleep(0.1)\n"
+        "            for path in ('../../../gradebook.db', '/tmp/attack-daemon-alive'):\n"
+        "                try:\n"
+        "                    open(path, 'a').write('x')\n"
+        "                except Exception:\n"
+        "                    pass\n"
+        "    os._exit(0)\n" + _SIG + _WRONG),
+    "copy_other_answers": (
+        "import glob, json\n"
+        "found = None\n"
+        "pattern = '{}/submitted/*/05_scaled_attention/*.ipynb'\n"
+        "paths = [p for base in ('/tmp/*', '/tmp/*/*', '/tmp/*/*/*', '../../..') for p in glob.glob(pattern.format(base))]\n"
+        "paths += glob.glob('/work/*/solutions/05_scaled_attention/*.ipynb')\n"
+        "for path in paths:\n"
+        "    try:\n"
+        "        for cell in json.load(open(path))['cells']:\n"
+        "            src = ''.join(cell['source'])\n"
+        "            if src.startswith('def scaled_dot_product_attention') and 'NotImplementedError' not in src:\n"
+        "                found = src\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "if found:\n"
+        "    exec(found)\n"
+        "else:\n" + "".join("    " + l + "\n" for l in (_SIG + _WRONG).splitlines())),
+    "write_grader": (
+        "import glob, os, sys\n"
+        "import notebook_helpers\n"
+        "root = os.path.dirname(os.path.dirname(notebook_helpers.__file__))\n"
+        "targets = glob.glob(root + '/grader/**/*.py', recursive=True) + glob.glob(root + '/solutions/*/*.ipynb')\n"
+        "targets += [os.path.join(p, 'attack_marker.py') for p in sys.path if p.endswith('site-packages')]\n"
+        "for path in targets:\n"
+        "    try:\n"
+        "        with open(path, 'a') as f:\n"
+        "            f.write('\\n# attacked\\n')\n"
+        "    except Exception:\n"
+        "        pass\n" + _SIG + _WRONG),
+    "read_environment": (
+        "import os\n" + _SIG + "    raise RuntimeError(' '.join(f'{k}={v}' for k, v in sorted(os.environ.items())))"),
+    "junk_reply": (
+        "_save = torch.save\n"
+        "def _junk(obj, f, *a, **k):\n"
+        "    open(f, 'wb').write(b'\\x00junk' * 1000)\n"
+        "torch.save = _junk\n" + _SIG + _WRONG),
+    "compressed_bomb": (
+        "import zipfile\n"
+        "def _bomb(obj, f, *a, **k):\n"
+        "    with zipfile.ZipFile(f, 'w', zipfile.ZIP_DEFLATED) as z:\n"
+        "        z.writestr('archive/data.pkl', b'\\x00' * (300 * 2**20))\n"
+        "torch.save = _bomb\n" + _SIG + _WRONG),
+    "oversized_reply": _SIG + "    return torch.zeros(8, 2**20, 8)",
+    "sparse_reply": _SIG + "    return (torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, -1) @ v).to_sparse()",
+    "nested_reply": _SIG + "    return torch.nested.nested_tensor([v[0], v[1]])",
+    "quantized_reply": _SIG + "    return torch.quantize_per_tensor(v.float(), 0.1, 0, torch.qint8)",
+    "sleeps": _SIG + "    import time\n    time.sleep(3600)",
 }
 
 
@@ -191,5 +285,147 @@ def make_attack(root, student, attack, assignment="05_scaled_attention"):
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     nb = answered(root, assignment, assignment, edit=lambda gid, src: ATTACKS[attack])
+    nbformat.write(nb, folder / f"{assignment}.ipynb")
+    return folder
+
+
+# --- honest answers written another way (notebook 05); each must get full marks ---------
+
+_SDPA = 'def scaled_dot_product_attention(q, k, v, mask=None):\n    """Mine."""\n'
+
+
+def _solution_cell(nb):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+
+
+def _insert_after_solution(code, stub=False):
+    """A cell the student added after the solution cell (the solution cell may stay a stub)."""
+    def build(root, a, n):
+        nb = answered(root, a, n)
+        cell = _solution_cell(nb)
+        if stub:
+            cell.source = "# moved my answer to the next cell\nraise NotImplementedError()"
+        nb.cells.insert(nb.cells.index(cell) + 1, nbformat.v4.new_code_cell(code))
+        return nb
+    return build
+
+
+def _helper_before_solution(helper, solution):
+    def build(root, a, n):
+        nb = answered(root, a, n)
+        cell = _solution_cell(nb)
+        cell.source = solution
+        nb.cells.insert(nb.cells.index(cell), nbformat.v4.new_code_cell(helper))
+        return nb
+    return build
+
+
+def _solution(code):
+    return lambda root, a, n: answered(root, a, n, edit=lambda gid, src: code)
+
+
+def _notebook_edit(fn):
+    def build(root, a, n):
+        nb = answered(root, a, n)
+        fn(nb)
+        return nb
+    return build
+
+
+def _duplicate(kind):
+    def fn(nb):
+        meta = lambda c: c.metadata.get("nbgrader", {})
+        cell = next(c for c in nb.cells if meta(c).get(kind) and not (kind == "solution" and meta(c).get("grade")))
+        nb.cells.insert(nb.cells.index(cell) + 1, nbformat.from_dict(json.loads(json.dumps(cell))))
+    return fn
+
+
+def _to_markdown(nb):
+    cell = _solution_cell(nb)
+    nb.cells[nb.cells.index(cell)] = nbformat.v4.new_markdown_cell(cell.source, metadata=cell.metadata)
+
+
+def _stale_outputs(nb):
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            cell.execution_count = 40 - i
+            cell.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="stale",
+                                                   traceback=["NameError: stale"])]
+
+
+def _edit_given(nb):
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    first.source += "\nimport numpy as np  # I like to have it around"
+
+
+_BODY = ("    head_size = q.shape[-1]\n"
+         "    wei = q @ k.transpose(-2, -1) * head_size**-0.5  # (B, T, T)\n"
+         "    if mask is not None:\n"
+         "        wei = wei.masked_fill(mask, float('-inf'))\n"
+         "    return torch.softmax(wei, dim=-1) @ v\n")
+
+HONEST_VARIANTS = {
+    "helper_cell": _helper_before_solution(
+        "def attention_scores(q, k):\n    return q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n",
+        _SDPA + "    wei = attention_scores(q, k)\n    if mask is not None:\n"
+        "        wei = wei.masked_fill(mask, float('-inf'))\n    return torch.softmax(wei, -1) @ v\n"),
+    "import_cell": _helper_before_solution(
+        "import math", _SDPA + "    wei = q @ k.mT / math.sqrt(q.shape[-1])\n    if mask is not None:\n"
+        "        wei = wei.masked_fill(mask, -math.inf)\n    return wei.softmax(-1) @ v\n"),
+    "answer_in_added_cell": _insert_after_solution(_SDPA + _BODY, stub=True),
+    "magic_time": _solution("%%time\n" + _SDPA + _BODY),
+    "magic_matplotlib": _solution("%matplotlib inline\n" + _SDPA + _BODY),
+    "jit_script": _solution(
+        "@torch.jit.script\ndef scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:\n"
+        "    return q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5\n\n"
+        + _SDPA + "    wei = scaled_scores(q, k)\n    if mask is not None:\n"
+        "        wei = wei.masked_fill(mask, float('-inf'))\n    return torch.softmax(wei, dim=-1) @ v\n"),
+    "notebook_variable": _solution("print('head_size above was', head_size)\n" + _SDPA + _BODY),
+    "parameter_returned": _solution(
+        _SDPA + _BODY.replace("    return torch.softmax(wei, dim=-1) @ v\n",
+                              "    return torch.nn.Parameter(torch.softmax(wei, dim=-1) @ v, requires_grad=False)\n")),
+    "edited_given_cell": _notebook_edit(_edit_given),
+    "duplicated_solution_cell": _notebook_edit(_duplicate("solution")),
+    "duplicated_test_cell": _notebook_edit(_duplicate("grade")),
+    "solution_as_markdown": _notebook_edit(_to_markdown),
+    "einsum": _solution(
+        _SDPA + "    wei = torch.einsum('bqh,bkh->bqk', q, k) / q.shape[-1] ** 0.5\n"
+        "    if mask is not None:\n        wei = wei.masked_fill(mask, float('-inf'))\n"
+        "    return torch.einsum('bqk,bkh->bqh', wei.softmax(-1), v)\n"),
+    "functional_where": _solution(
+        "from torch.nn import functional as F\n" + _SDPA +
+        "    wei = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5\n    if mask is not None:\n"
+        "        wei = torch.where(mask, torch.full_like(wei, float('-inf')), wei)\n"
+        "    return F.softmax(wei, dim=-1) @ v\n"),
+    "stable_softmax": _solution(
+        _SDPA + "    wei = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5\n    if mask is not None:\n"
+        "        wei = wei.masked_fill(mask, float('-inf'))\n"
+        "    wei = (wei - wei.max(-1, keepdim=True).values).exp()\n"
+        "    return (wei / wei.sum(-1, keepdim=True)) @ v\n"),
+    "float64_inside": _solution(
+        _SDPA + "    dtype = q.dtype\n    q, k, v = q.double(), k.double(), v.double()\n"
+        + _BODY.replace("    return torch.softmax(wei, dim=-1) @ v\n", "    return (torch.softmax(wei, dim=-1) @ v).to(dtype)\n")),
+    "crlf": _solution((_SDPA + _BODY).replace("\n", "\r\n")),
+    "non_ascii_names": _solution(
+        _SDPA + "    größe = q.shape[-1]\n    注意 = q @ k.transpose(-2, -1) * größe ** -0.5\n"
+        "    if mask is not None:\n        注意 = 注意.masked_fill(mask, float('-inf'))\n"
+        "    return torch.softmax(注意, dim=-1) @ v\n"),
+    "stale_outputs": _notebook_edit(_stale_outputs),
+    "prints_passed": _solution(_SDPA + "    print('\\u2713 my own test passed')\n" + _BODY),
+}
+
+
+def make_honest(root, student, variant, assignment="05_scaled_attention", nbformat_minor=None):
+    """A correct answer written another way (see HONEST_VARIANTS)."""
+    folder = Path(root) / "submitted" / student / assignment
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    nb = HONEST_VARIANTS[variant](root, assignment, assignment)
+    if nbformat_minor is not None:
+        nb = nbformat.convert(nb, 4)
+        nb.nbformat_minor = nbformat_minor
+        for cell in nb.cells:
+            if nbformat_minor < 5:
+                cell.pop("id", None)
     nbformat.write(nb, folder / f"{assignment}.ipynb")
     return folder

@@ -21,25 +21,32 @@ def db_scores(root, assignment=CLASS_ASSIGNMENT):
         return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
 
 
+CLASS_CALL_TIMEOUT = 3  # seconds per call of the student's code: short, for the sleeping answers
+SECRET_ENV = "COURSE_INSTRUCTOR_SECRET"  # set in the grading process; must never reach a student
+
+
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory):
-    """One synthetic class graded once by the whole pipeline (workers, verification,
-    export, feedback): the variants of tests/test_pipeline.py and the attacks of
-    tests/test_verify.py. Tests using it are kept on one xdist worker (xdist_group)."""
-    from grader import autograde, instructor, synthetic, verify
+    """One synthetic class graded once by the whole pipeline (the embedded Dask cluster,
+    two workers, export and feedback): the variants of tests/test_pipeline.py and the
+    honest answers and attacks of tests/test_trust.py. Tests using it are kept on one
+    xdist worker (xdist_group)."""
+    from grader import instructor, synthetic
+    from grader.grading.autograde import Grading
     from test_pipeline import BROKEN, EXPECTED
-    from test_verify import HONEST
+    from test_trust import HONEST_MINOR
 
     root = synthetic.make_course(tmp_path_factory.mktemp("class"))
     for variant in [*EXPECTED, *BROKEN]:
         synthetic.make_submission(root, variant, CLASS_ASSIGNMENT, variant)
-    for student, (variant, _) in HONEST.items():
-        synthetic.make_submission(root, student, CLASS_ASSIGNMENT, variant)
+    for variant in synthetic.HONEST_VARIANTS:
+        synthetic.make_honest(root, f"honest_{variant}", variant)
+    synthetic.make_honest(root, HONEST_MINOR, "einsum", nbformat_minor=4)
     for attack in synthetic.ATTACKS:
         synthetic.make_attack(root, f"attack_{attack}", attack)
     mp = pytest.MonkeyPatch()
-    mp.setattr(verify, "CALL_TIMEOUT", 10)
-    summary = autograde.Grading(root, jobs=2, budget=CLASS_BUDGET).run(progress=False)
+    mp.setenv(SECRET_ENV, "do-not-leak-7f3a")
+    summary = Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT).run(progress=False)
     mp.undo()
     instructor.export(root)
     instructor.feedback(root)

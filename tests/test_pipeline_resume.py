@@ -1,4 +1,6 @@
 """Interrupted and repeated autograde runs, and collecting from an LMS zip."""
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -7,13 +9,14 @@ import zipfile
 import nbformat
 
 from conftest import db_scores
-from grader import instructor, pipeline, synthetic
+from grader import instructor, synthetic
+from grader.grading.status import Status
 
 A = "05_scaled_attention"
 
 
 def _run_cli(root, *args, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "grader.autograde", "--root", str(root), *args],
+    return subprocess.Popen([sys.executable, "-m", "grader.grading.autograde", "--root", str(root), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, **kwargs)
 
@@ -26,11 +29,11 @@ def test_interrupted_run_resumes_to_a_consistent_gradebook(tmp_path):
     proc = _run_cli(root, "--jobs", "2")
     status_file = root / "autograded" / ".status.json"
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and len(pipeline.Status(root).data) < 2:
+    while time.monotonic() < deadline and len(Status(root).data) < 2:
         time.sleep(0.5)
-    pipeline.kill_tree(proc.pid)  # killed half-way, workers and kernels included
+    os.killpg(proc.pid, signal.SIGKILL)  # killed half-way, workers and kernels included
     proc.wait()
-    done_before = len(pipeline.Status(root).data)
+    done_before = len(Status(root).data)
     assert 2 <= done_before < len(students)
 
     proc = _run_cli(root, "--jobs", "2")

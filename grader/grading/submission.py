@@ -160,7 +160,7 @@ def _explain(log):
     text = log or ""
     if "Kernel died" in text or "DeadKernelError" in text or "kernel died" in text:
         return "the kernel died while running the notebook (os._exit, a crash, or running out of memory)"
-    if "checksum" in text.lower():
+    if "nconsistent checksum" in text or "checksum has changed" in text.lower() and "Error" in text:
         return ("a test cell was tampered with (its nbgrader metadata or its type was changed), "
                 "so nbgrader refused to grade it")
     lines = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("File ")]
