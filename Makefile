@@ -34,6 +34,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m grader.isolation install
 	@touch $@
 
 ## Open the course in JupyterLab (nbgrader and widgets extensions enabled).

@@ -1,0 +1,30 @@
+"""python -m grader.isolation install | check
+
+install: write the attention-grading kernel spec into this environment.
+check: say whether isolated kernels can run here (exit status 1 if not).
+"""
+import argparse
+import sys
+
+from grader.isolation import isolation_available, kernelspec
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m grader.isolation", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    install = sub.add_parser("install", help="install the kernel spec")
+    install.add_argument("--prefix", help="environment prefix (default: this one)")
+    install.add_argument("--name", default=kernelspec.KERNEL_NAME)
+    sub.add_parser("check", help="can isolated kernels run here?")
+    args = parser.parse_args(argv)
+    if args.command == "install":
+        print(f"installed kernel spec {args.name} in {kernelspec.install(args.prefix, args.name)}")
+        return 0
+    available, reason = isolation_available()
+    print("isolated kernels: available" if available else f"isolated kernels: NOT available: {reason}")
+    return 0 if available else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

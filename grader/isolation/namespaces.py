@@ -1,0 +1,319 @@
+"""What a sandbox contains, as data: the spec that grader/isolation/launch.py carries out.
+
+A sandbox is built on an empty root, so only what is listed here exists inside it:
+- the system (/usr and its links, a few files of /etc: the dynamic linker's cache,
+  fonts, time zone; passwd, group and hosts written for the sandbox), read-only;
+- the Python environment (sys.prefix and sys.base_prefix), read-only;
+- of the course: the student-side helpers (notebook_helpers/, data/corpus.txt) and a
+  stub `grader` package without checks, read-only;
+- its own /proc, /dev (null, zero, full, random, urandom), /tmp and /dev/shm (tmpfs,
+  with size limits), a private folder for the kernel's sockets and connection file,
+  and one writable working folder (a copy of the notebook's folder, size-limited).
+Nothing else: not the course's solutions, references, gradebooks, submissions,
+outputs or git history, not other kernels' folders, not the instructor's home.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LAUNCHER = HERE / "launch.py"
+GRADER_DIR = HERE.parent
+COURSE_ROOT = GRADER_DIR.parent
+MiB, GiB = 2**20, 2**30
+
+SANDBOX_UID = SANDBOX_GID = 1000  # the student's ids inside the sandbox
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
+               "fonts", "os-release", "mime.types")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+# The student-side course files visible in the sandbox (relative to the course root).
+COURSE_READABLE = ("notebook_helpers", "data/corpus.txt")
+# Folders of the course a working folder may never be copied from.
+INSTRUCTOR_ONLY = ("solutions", "data/references", ".git", "exchange", "source", "release")
+# Folders holding one sub-folder per student, then one per assignment.
+PER_STUDENT = ("submitted", "autograded", "feedback")
+RUN_DIR = "/run/jupyter"  # the kernel's sockets and connection file, inside
+IPC_NAME = "kernel"
+CONNECTION_FILE = f"{RUN_DIR}/connection.json"
+DEFAULT_WORKDIR = "/home/student"
+# matplotlib's font list, built once per environment and copied into each sandbox (each
+# kernel would otherwise rebuild it in its fresh /tmp: about 0.2 s of CPU).
+FONT_CACHE = Path(sys.prefix) / "share" / "attention-grading" / "matplotlib"
+MPLCONFIGDIR = "/tmp/matplotlib"
+
+
+@dataclass
+class Limits:
+    """Resource limits of one sandbox. Sizes in bytes, times in seconds."""
+    memory: int = 4 * GiB  # address space of each process (RLIMIT_AS)
+    cpu_seconds: int = 600  # CPU time of each process (RLIMIT_CPU)
+    processes: int = 256  # processes and threads of the sandbox's user (RLIMIT_NPROC)
+    open_files: int = 1024  # RLIMIT_NOFILE
+    file_size: int = 128 * MiB  # largest file a process may write (RLIMIT_FSIZE)
+    tmp_size: int = 256 * MiB  # /tmp
+    shm_size: int = 64 * MiB  # /dev/shm
+    work_size: int = 256 * MiB  # the working folder
+
+    def rlimits(self):
+        return {"RLIMIT_AS": [self.memory, self.memory],
+                "RLIMIT_CPU": [self.cpu_seconds, self.cpu_seconds + 5],
+                "RLIMIT_NPROC": [self.processes, self.processes],
+                "RLIMIT_NOFILE": [self.open_files, self.open_files],
+                "RLIMIT_FSIZE": [self.file_size, self.file_size],
+                "RLIMIT_CORE": [0, 0]}
+
+
+class SandboxError(RuntimeError):
+    """A sandbox could not be built, or its kernel stopped before it was ready."""
+
+
+class IsolationUnavailable(SandboxError):
+    """The OS cannot build sandboxes here; grading must not go on without them."""
+
+
+def _within(path, folder):
+    path, folder = Path(path), Path(folder)
+    return path == folder or folder in path.parents
+
+
+def python_prefixes():
+    """The folders the environment's Python needs: its prefix and base prefix, as given
+    and with links resolved."""
+    found = []
+    for prefix in (sys.prefix, sys.base_prefix):
+        for path in (Path(prefix).absolute(), Path(prefix).resolve()):
+            if str(path) not in found:
+                found.append(str(path))
+    return found
+
+
+def check_workdir(workdir, course_root=COURSE_ROOT):
+    """Refuse a working folder whose copy would carry more than one notebook's folder:
+    the course itself, an environment, the home folder, instructor-only material, or a
+    folder holding several students' work. Returns the resolved path."""
+    path = Path(workdir).resolve()
+    course = Path(course_root).resolve()
+    # The temp folder holds other kernels' private folders (their connection keys).
+    for protected in [course, Path.home(), Path(tempfile.gettempdir()).resolve(),
+                      *map(Path, python_prefixes())]:
+        if _within(protected, path):
+            raise ValueError(f"the working folder {path} holds {protected}; a kernel's "
+                             "working folder must be one notebook's folder")
+    for name in INSTRUCTOR_ONLY:
+        if _within(path, course / name):
+            raise ValueError(f"the working folder {path} is inside the course's {name}/, "
+                             "which no kernel may see")
+    for name in PER_STUDENT:
+        base = course / name
+        if _within(path, base) and len(path.relative_to(base).parts) < 2:
+            raise ValueError(f"the working folder {path} holds several students' or "
+                             f"assignments' folders of {name}/; use <student>/<assignment>")
+    return path
+
+
+def _system_mounts():
+    ops = []
+    for name in SYSTEM_DIRS:
+        host = Path("/") / name
+        if host.is_symlink():
+            ops.append({"op": "symlink", "dst": f"/{name}", "target": os.readlink(host)})
+        elif host.is_dir():
+            ops.append({"op": "bind", "src": str(host), "dst": str(host)})
+    ops.append({"op": "dir", "dst": "/etc"})
+    for name in ETC_ENTRIES:
+        host = Path("/etc") / name
+        if host.is_symlink() and name != "localtime":
+            ops.append({"op": "symlink", "dst": str(host), "target": os.readlink(host)})
+        elif host.exists():
+            ops.append({"op": "bind", "src": str(host.resolve()), "dst": str(host)})
+    files = {
+        "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                  f"student:x:{SANDBOX_UID}:{SANDBOX_GID}:student:/tmp:/usr/sbin/nologin\n"
+                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        "group": f"root:x:0:\nstudent:x:{SANDBOX_GID}:\nnogroup:x:65534:\n",
+        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+        "hostname": "grading\n",
+        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    }
+    ops += [{"op": "file", "dst": f"/etc/{name}", "content": text} for name, text in files.items()]
+    return ops
+
+
+def _device_mounts(limits):
+    ops = [{"op": "tmpfs", "dst": "/dev", "size": "64k", "mode": "755"}]
+    ops += [{"op": "bind", "src": f"/dev/{name}", "dst": f"/dev/{name}", "rw": True, "dev": True}
+            for name in DEVICES if Path(f"/dev/{name}").exists()]
+    ops += [{"op": "symlink", "dst": "/dev/fd", "target": "/proc/self/fd"}]
+    ops += [{"op": "symlink", "dst": f"/dev/{name}", "target": f"/proc/self/fd/{fd}"}
+            for fd, name in enumerate(("stdin", "stdout", "stderr"))]
+    ops.append({"op": "tmpfs", "dst": "/dev/shm", "size": str(limits.shm_size), "mode": "1777"})
+    return ops
+
+
+def _covered(path, binds):
+    """Whether path is already visible, at its own place, through an earlier bind."""
+    return any(b["src"] == b["dst"] and _within(path, b["dst"]) for b in binds)
+
+
+def sandbox_spec(rundir, argv, *, workdir=None, copy_workdir=True, stub_dir, course_root=COURSE_ROOT,
+                 grader_dir=GRADER_DIR, readable=(), limits=None, env=None,
+                 host_ids=(65534, 65534), font_cache=None, sockets=()):
+    """The launcher's spec for one sandbox (see launch.py).
+
+    rundir: a private folder of this sandbox on the host (its new root's mount point,
+    state and log); argv: the program, run in workdir (a size-limited tmpfs at the same
+    path, holding a copy of the host folder's files unless copy_workdir is False), or in
+    an empty folder;
+    stub_dir: the stub grader package, shown where the real one is; readable: more
+    host paths shown read-only where they are; host_ids: the host uid and gid the
+    sandbox's user is when the instructor is root (otherwise it is the instructor's own,
+    see launch.write_maps); sockets: the program's Unix sockets (inside paths): the
+    sandbox is ready once they exist, and their folder is then made read-only."""
+    limits = limits or Limits()
+    rundir, course_root = Path(rundir), Path(course_root)
+    ops = _system_mounts()
+    ops += _device_mounts(limits)
+    ops += [{"op": "proc", "dst": "/proc"}, {"op": "sysfs", "dst": "/sys"},
+            {"op": "tmpfs", "dst": "/tmp", "size": str(limits.tmp_size), "mode": "1777"}]
+    if font_cache is not None and Path(font_cache).is_dir():
+        ops.append({"op": "copy", "src": str(font_cache), "dst": MPLCONFIGDIR})
+    binds = [op for op in ops if op["op"] == "bind"]
+    wanted = python_prefixes() + [str(Path(p).absolute()) for p in readable]
+    wanted += [str(course_root / name) for name in COURSE_READABLE]
+    for path in wanted:
+        if Path(path).exists() and not _covered(path, binds):
+            binds.append({"op": "bind", "src": str(Path(path).resolve()), "dst": path})
+            ops.append(binds[-1])
+    ops.append({"op": "bind", "src": str(stub_dir), "dst": str(grader_dir)})
+    inside = str(workdir) if workdir is not None else DEFAULT_WORKDIR
+    ops.append({"op": "tmpfs", "dst": inside, "size": str(limits.work_size), "mode": "755",
+                "owned": True})
+    if workdir is not None and copy_workdir:
+        ops.append({"op": "copy", "src": str(workdir), "dst": inside,
+                    "limit": f"{limits.work_size // MiB} MiB"})
+    ops += [{"op": "tmpfs", "dst": RUN_DIR, "size": "1m", "mode": "700", "owned": True},
+            {"op": "copyfile", "src": str(rundir / "connection.json"), "dst": CONNECTION_FILE}]
+    return {"host_ids": list(host_ids), "uid": SANDBOX_UID, "gid": SANDBOX_GID,
+            "root": str(rundir / "root"), "state": str(rundir / "state.json"),
+            "log": str(rundir / "kernel.log"), "log_limit": MiB, "mounts": ops,
+            "limits": limits.rlimits(), "env": dict(env or {}), "cwd": inside,
+            "sockets": list(sockets),
+            "argv": list(argv)}
+
+
+def minimal_env(threads=1, extra=None):
+    """The sandbox's whole environment: nothing of the instructor's."""
+    prefix = Path(sys.prefix).absolute()
+    env = {"PATH": f"{prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
+           "LANG": "C.UTF-8", "USER": "student", "LOGNAME": "student", "SHELL": "/bin/sh",
+           "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": MPLCONFIGDIR}
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                 "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
+        env[name] = str(threads)
+    env.update(extra or {})
+    return env
+
+
+def font_cache():
+    """matplotlib's font list for the sandbox (built here once, with no home folder so
+    that only fonts the sandbox also sees are listed); None if it cannot be built."""
+    if (FONT_CACHE / ".complete").exists():
+        return FONT_CACHE
+    try:
+        FONT_CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True,
+                       capture_output=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "MPLCONFIGDIR": str(FONT_CACHE)})
+        (FONT_CACHE / ".complete").touch()
+        return FONT_CACHE
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def launcher_command(spec_path):
+    """The host command that builds the sandbox and runs the spec's program in it."""
+    return [sys.executable, "-I", "-S", "-B", str(LAUNCHER), str(spec_path)]
+
+
+def make_rundir():
+    """A private folder (0700) on the host for one sandbox."""
+    path = Path(tempfile.mkdtemp(prefix="attention-kernel-"))
+    (path / "root").mkdir()
+    return path
+
+
+def write_spec(rundir, spec):
+    path = Path(rundir) / "spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def read_state(rundir):
+    try:
+        return json.loads((Path(rundir) / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+_AVAILABLE = None
+
+
+def isolation_available():
+    """(True, "") where a sandbox can be built here, else (False, why). Tried once per
+    process by building a real sandbox that runs `true`."""
+    global _AVAILABLE
+    if _AVAILABLE is None:
+        _AVAILABLE = _try_sandbox()
+    return _AVAILABLE
+
+
+def _try_sandbox():
+    import shutil
+
+    if not sys.platform.startswith("linux"):
+        return False, f"kernel isolation needs Linux namespaces; this is {sys.platform}"
+    true = shutil.which("true", path="/usr/bin:/bin")
+    if true is None:
+        return False, "no `true` program to try a sandbox with"
+    rundir = make_rundir()
+    try:
+        (rundir / "connection.json").write_text("{}")
+        stub = rundir / "stub"
+        stub.mkdir()
+        spec = sandbox_spec(rundir, [true], stub_dir=stub, env=minimal_env())
+        try:
+            proc = subprocess.run(launcher_command(write_spec(rundir, spec)), capture_output=True,
+                                  timeout=60, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+        except subprocess.TimeoutExpired:
+            return False, "building a test sandbox did not finish in 60 s"
+        state = read_state(rundir) or {}
+        if state.get("state") == "running" and proc.returncode == 0:
+            return True, ""
+        reason = state.get("error") or proc.stderr.decode(errors="replace").strip() \
+            or f"the test sandbox exited with status {proc.returncode}"
+        return False, f"cannot build the grading sandbox: {reason}"
+    finally:
+        _remove(rundir)
+
+
+def _remove(rundir):
+    import shutil
+
+    for _ in range(50):
+        try:
+            shutil.rmtree(rundir)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)  # the sandbox's root may still be mounted for a moment
+
+
+def limits_dict(limits):
+    return asdict(limits)

@@ -1,0 +1,239 @@
+"""A jupyter_client kernel provisioner that starts each kernel in a sandbox of its own.
+
+Registered as `attention-sandbox` (entry point group `jupyter_client.kernel_provisioners`,
+see pyproject.toml) and named by the `attention-grading` kernel spec
+(grader/isolation/kernelspec.py), so anything that starts kernels by name through
+jupyter_client (nbclient, nbconvert, nbgrader, JupyterLab) gets it.
+
+Each kernel gets new user, mount, pid, network, IPC, UTS and cgroup namespaces, built
+by grader/isolation/launch.py from the spec of grader/isolation/namespaces.py, and torn
+down with it: when the kernel exits or is killed, the namespace's init exits and the
+OS kills every process left in it. The kernel talks to its client over jupyter's `ipc`
+transport: Unix sockets in a small tmpfs of the sandbox, which the client reaches
+through /proc/<init>/root (the sandbox has no network, and can write nothing on the
+host's disks).
+
+Settings are traitlets, set in a Config (see grader.isolation.sandbox_settings), in
+nbgrader_config.py / jupyter config files as `c.SandboxProvisioner.<name> = ...`, or in
+the kernel spec's `metadata.kernel_provisioner.config`.
+"""
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from jupyter_client.provisioning import LocalProvisioner
+from traitlets import Bool, Dict, Integer, List, Unicode
+
+from grader.isolation import namespaces as ns
+from grader.isolation.stub import write_stub
+
+DEFAULTS = ns.Limits()
+
+
+class SandboxProvisioner(LocalProvisioner):
+    """Starts the kernel spec's command in a fresh sandbox (see the module's docstring)."""
+
+    memory = Integer(DEFAULTS.memory, config=True,
+                     help="Address space of each process in the sandbox, in bytes.")
+    cpu_seconds = Integer(DEFAULTS.cpu_seconds, config=True,
+                          help="CPU time of each process, in seconds.")
+    processes = Integer(DEFAULTS.processes, config=True,
+                        help="Processes and threads the sandbox's user may have.")
+    open_files = Integer(DEFAULTS.open_files, config=True, help="Open files per process.")
+    file_size = Integer(DEFAULTS.file_size, config=True,
+                        help="Largest file a process may write, in bytes.")
+    tmp_size = Integer(DEFAULTS.tmp_size, config=True, help="Size of /tmp, in bytes.")
+    shm_size = Integer(DEFAULTS.shm_size, config=True, help="Size of /dev/shm, in bytes.")
+    work_size = Integer(DEFAULTS.work_size, config=True,
+                        help="Size of the working folder (the copy of the notebook's folder).")
+    threads = Integer(1, config=True, help="OMP/MKL/OpenBLAS threads of the kernel.")
+    readable = List(Unicode(), config=True,
+                    help="More host paths the kernel may read (shown read-only where they are).")
+    workdir = Unicode(None, allow_none=True, config=True,
+                      help="The folder copied in as the kernel's working folder; by default "
+                           "the cwd the kernel is started with.")
+    copy_workdir = Bool(True, config=True,
+                        help="Copy the working folder's files in; if False it starts empty.")
+    course_dirs = List(Unicode(), config=True,
+                       help="Course folders (besides this package's) whose instructor-only "
+                            "parts may never be a kernel's working folder.")
+    extra_env = Dict(config=True, help="Variables added to the kernel's minimal environment.")
+    host_uid = Integer(65534, config=True,
+                       help="Host uid of the kernel's user when the instructor is root.")
+    host_gid = Integer(65534, config=True,
+                       help="Host gid of the kernel's user when the instructor is root.")
+    setup_timeout = Integer(60, config=True, help="Seconds the sandbox may take to build.")
+
+    rundir = None
+    init_pid = None
+    init_start = None
+    setup_seconds = None  # time from launch to a ready sandbox (kernel not yet started)
+    output = ""
+
+    def limits(self):
+        return ns.Limits(memory=self.memory, cpu_seconds=self.cpu_seconds,
+                         processes=self.processes, open_files=self.open_files,
+                         file_size=self.file_size, tmp_size=self.tmp_size,
+                         shm_size=self.shm_size, work_size=self.work_size)
+
+    async def pre_launch(self, **kwargs):
+        try:
+            return await self._pre_launch(**kwargs)
+        except BaseException:
+            self._forget_rundir()
+            raise
+
+    def _forget_rundir(self):
+        if self.rundir is not None:
+            ns._remove(self.rundir)
+            self.rundir = None
+
+    async def _pre_launch(self, **kwargs):
+        available, reason = ns.isolation_available()
+        if not available:
+            raise ns.IsolationUnavailable(reason)
+        km = self.parent
+        if km is None:
+            raise RuntimeError("the sandbox provisioner is started by a KernelManager")
+        if self.rundir is None:
+            self.rundir = ns.make_rundir()
+            write_stub(self.rundir / "stub")
+        km.transport = "ipc"
+        km.ip = f"{ns.RUN_DIR}/{ns.IPC_NAME}"
+        workdir = self.workdir or kwargs.get("cwd")
+        kwargs = await super().pre_launch(**kwargs)
+        cmd = kwargs.pop("cmd")
+        info = dict(km.get_connection_info())
+        info["key"] = info["key"].decode() if isinstance(info["key"], bytes) else info["key"]
+        connection = self.rundir / "connection.json"
+        connection.write_text(json.dumps(info))
+        connection.chmod(0o600)
+        cmd = [ns.CONNECTION_FILE if arg == km.connection_file else arg for arg in cmd]
+        if not any(Path(cmd[0]).absolute().is_relative_to(p) for p in ns.python_prefixes()):
+            raise ValueError(f"the kernel's program {cmd[0]} is not in this Python "
+                             f"environment ({ns.python_prefixes()[0]}), the only one the "
+                             "sandbox shows")
+        if workdir and self.copy_workdir:
+            workdir = ns.check_workdir(workdir)
+            for course in self.course_dirs:
+                ns.check_workdir(workdir, course)
+        env = ns.minimal_env(self.threads, {**(self.kernel_spec.env or {}), **self.extra_env})
+        spec = ns.sandbox_spec(self.rundir, cmd, workdir=Path(workdir).resolve() if workdir else None,
+                               copy_workdir=self.copy_workdir, stub_dir=self.rundir / "stub",
+                               readable=self.readable, limits=self.limits(), env=env,
+                               host_ids=(self.host_uid, self.host_gid), font_cache=ns.font_cache(),
+                               sockets=[f"{km.ip}-{port}" for port in km.ports])
+        return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
+
+    async def launch_kernel(self, cmd, **kwargs):
+        for name in ("state.json", "kernel.log"):
+            (self.rundir / name).unlink(missing_ok=True)
+        self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        env={"PATH": "/usr/bin:/bin"}, cwd=self.rundir,
+                                        start_new_session=True, close_fds=True)
+        self.pid = self.pgid = self.process.pid
+        self.cwd = kwargs.get("cwd")
+        started = time.monotonic()
+        deadline = started + self.setup_timeout
+        while True:
+            state = ns.read_state(self.rundir)
+            if state is not None:
+                break
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                state = {"state": "failed", "error": "the sandbox's launcher stopped"
+                         if self.process.poll() is not None else
+                         f"the sandbox was not ready after {self.setup_timeout} s"}
+                break
+            await asyncio.sleep(0.005)
+        if state["state"] != "running":
+            await self._stop()
+            output = self.kernel_output().strip()
+            self._forget_rundir()
+            output = f"; the kernel wrote:\n{output[-4000:]}" if output else ""
+            raise ns.SandboxError(f"the grading sandbox could not start: {state['error']}{output}")
+        self.init_pid, self.init_start = state["init_pid"], state["init_start"]
+        self.setup_seconds = time.monotonic() - started
+        info = dict(self.connection_info)
+        info["ip"] = f"/proc/{self.init_pid}/root{ns.RUN_DIR}/{ns.IPC_NAME}"
+        self.connection_info = info
+        return info
+
+    def _init_alive(self):
+        """Whether the sandbox's init (its pid 1) still runs: pids are compared with
+        their start time, so a reused pid is never signalled."""
+        if not self.init_pid:
+            return False
+        try:
+            with open(f"/proc/{self.init_pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return False
+        return fields[0] != b"Z" and int(fields[19]) == self.init_start
+
+    async def send_signal(self, signum):
+        """SIGKILL goes to the sandbox's init (which takes every process of the sandbox
+        with it); other signals go to the launcher, which passes them on (SIGINT to the
+        kernel's process group, SIGTERM ends the sandbox)."""
+        if signum == signal.SIGKILL and self._init_alive():
+            os.kill(self.init_pid, signal.SIGKILL)
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signum)
+
+    async def kill(self, restart=False):
+        if self.process is not None:
+            try:
+                await self.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    async def terminate(self, restart=False):
+        if self.process is not None:
+            try:
+                await self.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    async def _stop(self):
+        """Make sure the sandbox is gone: its init, then the launcher."""
+        deadline = time.monotonic() + 10
+        while self._init_alive() and time.monotonic() < deadline:
+            try:
+                os.kill(self.init_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            await asyncio.sleep(0.01)
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+
+    def kernel_output(self):
+        """What the kernel process wrote to its stdout and stderr (first MiB), for
+        diagnosing a kernel that died; kept after the sandbox is gone."""
+        if self.rundir is not None and (self.rundir / "kernel.log").exists():
+            self.output = (self.rundir / "kernel.log").read_text(errors="replace")
+        return self.output
+
+    async def cleanup(self, restart=False):
+        await super().cleanup(restart=restart)
+        await self._stop()
+        self.kernel_output()
+        if not restart:
+            self._forget_rundir()
+
+    async def get_provisioner_info(self):
+        info = await super().get_provisioner_info()
+        info.update({"init_pid": self.init_pid, "init_start": self.init_start,
+                     "rundir": str(self.rundir) if self.rundir else None})
+        return info
+
+    async def load_provisioner_info(self, provisioner_info):
+        await super().load_provisioner_info(provisioner_info)
+        self.init_pid = provisioner_info.get("init_pid")
+        self.init_start = provisioner_info.get("init_start")
+        rundir = provisioner_info.get("rundir")
+        self.rundir = Path(rundir) if rundir else None
