@@ -36,6 +36,12 @@ c.OverwriteCells.add_missing_cells = True
 c.Execute.timeout = 60
 c.GradingExecute.notebook_budget = 180
 c.GradingExecute.call_timeout = 20
+# Each notebook runs in a kernel with a sandbox of its own (grader/isolation): its own user,
+# mount, pid and network namespaces, read-only course files and Python environment, no
+# grading material, limits on memory, CPU, processes and files. Where the OS has no user
+# namespaces grading stops with the reason; set "python3" here only if you accept grading
+# without isolation.
+c.GradingExecute.kernel_name = "attention-grading"
 # A copied solution or test cell is graded once, not a crash (grader/grading/sanitize.py).
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",

@@ -1,10 +1,12 @@
 """The kernel channel: call the student's objects inside their kernel, from outside it.
 
 The trusted grading process never runs student code. To check a function or class, it
-writes a call (plain tensors and numbers, see grader/student_call.py) into a folder the
-kernel can write, asks the kernel to run a short piece of code that looks the object
-up by name in the notebook's namespace, runs the call and saves the result there, and
-reads the result back as untrusted data:
+asks the kernel to run a short piece of code carrying the call (plain tensors and
+numbers, see grader/student_call.py, saved by torch and base64-encoded): the code looks
+the object up by name in the notebook's namespace, runs the call and saves the result
+as a file in the kernel's working folder. The grading process reads that file (through
+/proc/<pid>/root when the kernel lives in a sandbox's mount namespace), without
+following links, as untrusted data:
 - the file is bounded in size, compressed and uncompressed, before anything parses it;
 - it is loaded with `weights_only=True` (no pickled code);
 - only plain dense tensors (exact `torch.Tensor`, or an `nn.Parameter`'s data, strided,
@@ -15,8 +17,11 @@ never an exception out of the grading loop. The student's code can change what t
 kernel side does (it runs in the same kernel), but all it can ever send back is data
 that the checks then judge on inputs the grader chose.
 """
+import base64
 import io
 import itertools
+import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -30,8 +35,8 @@ STUDENT_CALL = Path(__file__).resolve().parent.parent / "student_call.py"
 # Runs in the student's kernel. It imports only torch and the copy of student_call's
 # source it is given, defines nothing that outlives the call, and writes one file.
 KERNEL_SIDE = r'''
-def __grading_call(name, call_path, reply_path, student_call_source):
-    import traceback, types
+def __grading_call(name, call_b64, reply_path, student_call_source):
+    import base64, io, traceback, types
     import torch
     helpers = types.ModuleType("grading_call")
     exec(compile(student_call_source, "<grading_call>", "exec"), helpers.__dict__)
@@ -58,7 +63,7 @@ def __grading_call(name, call_path, reply_path, student_call_source):
             return {"out": [o.detach().to("cpu").clone() for o in out[:64]]}
         return {"opaque": f"{type(out).__module__}.{type(out).__qualname__}"}
 
-    request = torch.load(call_path, weights_only=True)
+    request = torch.load(io.BytesIO(base64.b64decode(call_b64)), weights_only=True)
     call, device = request["call"], request["device"]
     move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v
     call = {k: ([move(a) for a in v] if k == "args" else
@@ -81,16 +86,27 @@ class MalformedReply(Exception):
     """The kernel's answer is not something the checks may read."""
 
 
+def _read_regular_file(path, limit):
+    """The bytes of a regular file, never following a link or blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise MalformedReply("no answer came back from the kernel") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MalformedReply("the answer is not a regular file")
+        if info.st_size > limit:
+            raise MalformedReply(f"the answer is {info.st_size / 2**20:.0f} MiB; at most "
+                                 f"{limit // 2**20} MiB are read")
+        return f.read(limit + 1)
+
+
 def read_reply(path, torch):
     """The reply file as plain data, or MalformedReply with the reason."""
-    path = Path(path)
-    if not path.is_file() or path.is_symlink():
-        raise MalformedReply("no answer came back from the kernel")
-    size = path.stat().st_size
-    if size > MAX_REPLY_BYTES:
-        raise MalformedReply(f"the answer is {size / 2**20:.0f} MiB; at most "
-                             f"{MAX_REPLY_BYTES // 2**20} MiB are read")
-    data = path.read_bytes()
+    data = _read_regular_file(path, MAX_REPLY_BYTES)
+    if len(data) > MAX_REPLY_BYTES:
+        raise MalformedReply(f"the answer is larger than {MAX_REPLY_BYTES // 2**20} MiB")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entries = archive.infolist()
@@ -155,42 +171,46 @@ def opaque(description):
 class KernelChannel:
     """Calls into one kernel through `run_code(code) -> None or a RemoteError`.
 
-    folder is where the kernel can write (its working folder); `run_code` executes code
-    in the kernel (the grading preprocessor passes its own cell runner, with timeouts)."""
+    folder: the kernel's working folder as the kernel sees it; host_root: where the
+    kernel's root is seen from here ("" when it shares ours, /proc/<pid>/root when it
+    lives in a sandbox); run_code: runs code in the kernel (the grading preprocessor
+    passes its own cell runner, with timeouts)."""
 
-    def __init__(self, run_code, folder, device="cpu"):
+    def __init__(self, run_code, folder, device="cpu", host_root=""):
         import torch
 
         self.torch, self.run_code, self.device = torch, run_code, device
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.host_root = str(folder), host_root
         self.source = STUDENT_CALL.read_text()
         self.counter = itertools.count()
-        self.defined = False
 
     def call(self, name, spec):
         """The student's result for one call, or RemoteError describing what went wrong."""
         torch = self.torch
-        n = next(self.counter)
-        call_path, reply_path = self.folder / f"call-{n}.pt", self.folder / f"reply-{n}.pt"
+        reply_path = os.path.join(self.folder, f".grading-reply-{next(self.counter)}.pt")
+        host_path = self.host_root + reply_path
         cpu = lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v
         spec = {k: ([cpu(a) for a in v] if k == "args" else
                     {p: cpu(t) for p, t in v.items()} if k == "params" else cpu(v))
                 for k, v in spec.items()}
-        torch.save({"call": spec, "device": self.device}, call_path)
-        code = (KERNEL_SIDE + f"\n__grading_call({name!r}, {str(call_path)!r}, {str(reply_path)!r}, "
+        buf = io.BytesIO()
+        torch.save({"call": spec, "device": self.device}, buf)
+        payload = base64.b64encode(buf.getvalue()).decode()
+        code = (KERNEL_SIDE + f"\n__grading_call({name!r}, {payload!r}, {reply_path!r}, "
                 f"{self.source!r})\ndel __grading_call\n")
         try:
             problem = self.run_code(code)  # None, or a RemoteError (a timeout, say)
             if problem is not None:
                 raise problem
             try:
-                reply = read_reply(reply_path, torch)
+                reply = read_reply(host_path, torch)
             except MalformedReply as err:
                 raise RemoteError("MalformedReply", str(err)) from None
         finally:
-            for path in (call_path, reply_path):
-                path.unlink(missing_ok=True)
+            try:
+                os.unlink(host_path)
+            except OSError:
+                pass
         if "error" in reply:
             e = reply["error"]
             raise RemoteError(e["type"], e["message"], e["line"])

@@ -19,7 +19,6 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
 import json
 import os
 import random
-import shutil
 import time
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from nbgrader.preprocessors import Execute
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"
-CHANNEL_DIR = ".grading-channel"
 
 
 def outcomes_path(autograded_dir, notebook):
@@ -61,12 +59,8 @@ class GradingExecute(Execute):
         info = (resources or {}).get("nbgrader", {})
         if info.get("assignment") and info.get("notebook"):
             self._plans = self._load_plans(info["assignment"], info["notebook"])
-        folder = Path((resources or {}).get("metadata", {}).get("path") or os.getcwd())
-        self._channel_dir = folder / CHANNEL_DIR
-        try:
-            nb, resources = super().preprocess(nb, resources, km)
-        finally:
-            shutil.rmtree(self._channel_dir, ignore_errors=True)
+        self._folder = str(Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve())
+        nb, resources = super().preprocess(nb, resources, km)
         if self._plans is not None:
             resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \
                 json.dumps({"cells": self._outcomes}, indent=1).encode()
@@ -140,7 +134,9 @@ class GradingExecute(Execute):
             self._outcomes[grade_id] = []
             return
         device = self.device or os.environ.get("GRADER_DEVICE") or "cpu"
-        channel = KernelChannel(lambda code: self._run_code(code, index), self._channel_dir, device)
+        pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
+        channel = KernelChannel(lambda code: self._run_code(code, index), self._folder, device,
+                                host_root=f"/proc/{pid}/root" if pid else "")
         rng = random.SystemRandom()
         outputs, outcomes = [], []
         for check in checks:
