@@ -289,6 +289,8 @@ class Grading:
                         comment.auto_comment = nb["comments"].get(comment.name)
                     sub_nb.late_submission_penalty = nb["late_penalty"]
                 gb.db.commit()
+                from grader import late
+                late.apply(gb, self.config, assignment, student)  # the policy on the verified score
                 entry.update(mistakes=result.get("mistakes", {}), scores=scores, **checks,
                              budget_exceeded=result.get("budget_exceeded", False))
             else:
