@@ -3,7 +3,7 @@
     python -m grader.instructor release-exchange [--assignment A] [--force]   # make release-exchange
     python -m grader.instructor roster students.csv                           # make roster CSV=...
     python -m grader.instructor collect [--assignment A]                      # make collect
-    python -m grader.instructor collect --zip lms.zip --assignment A          # make collect ZIP=... ASSIGNMENT=...
+    python -m grader.instructor collect --zip lms.zip [--assignment A]        # make collect ZIP=... [ASSIGNMENT=...]
     python -m grader.instructor feedback                                      # make feedback
     python -m grader.instructor release-feedback [--assignment A]             # make release-feedback
     python -m grader.instructor export                                        # make export
@@ -68,9 +68,10 @@ def collect(root, zip_path=None, assignment=None):
     """From the local exchange (nbgrader collect), or from an LMS download (grader.lms)."""
     root = Path(root)
     if zip_path:
-        if not assignment:
-            raise SystemExit("collect ZIP=... needs ASSIGNMENT=<name>, e.g. ASSIGNMENT=05_scaled_attention")
         from grader import lms
+        if not assignment:
+            assignment = lms.guess_assignment(root, zip_path)
+            print(f"{zip_path} holds {assignment}")
         return lms.collect(root, zip_path, assignment)
     ensure_exchange(root)
     api = _api(root)

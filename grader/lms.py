@@ -389,6 +389,26 @@ def _write_submission(root, student, assignment, archive, found):
     os.replace(tmp, final)
 
 
+def guess_assignment(root, zip_path):
+    """The one assignment whose notebooks the download holds, or SystemExit saying why not."""
+    if not zipfile.is_zipfile(zip_path):
+        raise SystemExit(f"{zip_path} is not a zip archive (download the submissions as a zip from the LMS)")
+    with zipfile.ZipFile(zip_path) as archive:
+        names = [i.filename for i in archive.infolist() if not i.is_dir()]
+    hits = {}
+    for assignment in pipeline.assignments(root):
+        notebooks = [f"{n}{NOTEBOOK}" for n in pipeline.expected_notebooks(root, assignment)]
+        found = [parse(name, notebooks)[0] for name in names]
+        hits[assignment] = sum(1 for f in found if f and f.notebook in notebooks)
+    best = sorted((n, a) for a, n in hits.items() if n)
+    if len(best) == 1:
+        return best[0][1]
+    if not best:
+        raise SystemExit(f"{zip_path} holds no notebook of any assignment: name it with ASSIGNMENT=...")
+    raise SystemExit(f"{zip_path} holds notebooks of several assignments "
+                     f"({', '.join(f'{a}: {n}' for n, a in best)}): collect one with ASSIGNMENT=...")
+
+
 def collected_info(root, assignment):
     """What collected.json says about each student's files for this assignment."""
     record = Path(root) / "downloaded" / assignment / "collected.json"

@@ -147,3 +147,15 @@ def test_a_file_that_is_not_a_zip_is_refused_with_a_reason(course, tmp_path, con
         lms.collect(course, bad, A)
     with pytest.raises(SystemExit, match="unknown assignment"):
         lms.collect(course, bad, "07_nope")
+
+
+def test_the_assignment_is_found_from_the_notebook_names(course, tmp_path):
+    archive = tmp_path / "moodle.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(f"Ada Lovelace_4242_assignsubmission_file/{NB}", "{}")
+        z.writestr("Ada Lovelace_4242_assignsubmission_onlinetext_onlinetext.html", "<p>hi</p>")
+    assert lms.guess_assignment(course, archive) == A
+    with zipfile.ZipFile(archive, "a") as z:
+        z.writestr("Bo Li_77_assignsubmission_file/04_single_head.ipynb", "{}")
+    with pytest.raises(SystemExit, match="several assignments"):
+        lms.guess_assignment(course, archive)
