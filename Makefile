@@ -23,9 +23,12 @@ SCHEDULER ?=
 FORCE ?=
 ZIP ?=
 ASSIGNMENT ?=
+CSV ?=
+FORCE ?=
+CONFIRM ?=
 
 .PHONY: install lab test references execute release lab-command clean collect autograde \
-        feedback export bench notebook-times
+        feedback export bench notebook-times release-exchange roster release-feedback clean-grades
 
 install: $(STAMP)
 
@@ -61,9 +64,17 @@ execute: $(STAMP)
 release: $(STAMP)
 	$(PY) -m grader.notebooks release
 
+## Instructors: release every assignment (or ASSIGNMENT=...) to the exchange; FORCE=1 replaces one.
+release-exchange: $(STAMP)
+	$(PY) -m grader.instructor release-exchange $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(FORCE),--force)
+
+## Import the class roster into the gradebook (nbgrader's import): make roster CSV=students.csv
+roster: $(STAMP)
+	$(PY) -m grader.instructor roster "$(CSV)"
+
 ## Instructors: collect from the local exchange, or `make collect ZIP=x.zip ASSIGNMENT=05_...`
 collect: $(STAMP)
-	$(PY) -m grader.instructor collect $(if $(ZIP),--zip $(ZIP)) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
+	$(PY) -m grader.instructor collect $(if $(ZIP),--zip "$(ZIP)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)")
 
 ## Grade every submission under submitted/ (JOBS=N at once; DEVICE=cuda for the GPU).
 autograde: $(STAMP)
@@ -73,7 +84,11 @@ autograde: $(STAMP)
 feedback: $(STAMP)
 	$(PY) -m grader.instructor feedback
 
-## grades.csv (nbgrader's CSV export plus a needs_attention column) and reports/grade_report.md.
+## Put the feedback in the exchange for students' fetch_feedback (every assignment, or ASSIGNMENT=...).
+release-feedback: $(STAMP)
+	$(PY) -m grader.instructor release-feedback $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)")
+
+## grades.csv, grades_canvas.csv and reports/grade_report.{md,html}, all read from the gradebook.
 export: $(STAMP)
 	$(PY) -m grader.instructor export
 
@@ -85,5 +100,22 @@ bench: $(STAMP)
 notebook-times: $(STAMP)
 	$(PY) scripts/notebook_times.py
 
+## Remove the environment and caches; grades, submissions and the exchange stay (see clean-grades).
 clean:
-	rm -rf $(VENV) submitted autograded feedback gradebook.db exchange reports grades.csv
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	find . -name __pycache__ -type d -prune -not -path "./.git/*" -exec rm -rf {} +
+
+## Delete the course's state (gradebook, submissions, feedback, exchange, reports) after asking;
+## CONFIRM=yes deletes without the question.
+COURSE_STATE := gradebook.db submitted autograded feedback downloaded exchange reports grades.csv grades_canvas.csv
+clean-grades:
+	@present="$(wildcard $(COURSE_STATE))"; \
+	if [ -z "$$present" ]; then echo "no course state to delete"; exit 0; fi; \
+	echo "This deletes the course's grades and submissions:"; \
+	for p in $$present; do echo "  $$p ($$(find $$p -type f | wc -l) file(s))"; done; \
+	if [ "$(CONFIRM)" != "yes" ]; then \
+	  if [ ! -t 0 ]; then echo "not deleted: run 'make clean-grades CONFIRM=yes' to delete without a question"; exit 1; fi; \
+	  read -r -p "Type 'delete' to delete them: " answer; \
+	  if [ "$$answer" != delete ]; then echo "not deleted"; exit 1; fi; \
+	fi; \
+	rm -rf $$present && echo "deleted"

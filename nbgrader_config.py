@@ -61,14 +61,38 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # Feedback never shows hidden tests, neither their source nor their lines in tracebacks.
+# A late submission's feedback starts with when it came in, the policy and what it cost.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
+    "grader.late.LateNotice",
     "grader.nbgrader_plugins.HideHiddenTracebacks",
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
-# LMS downloads (`make collect ZIP=...`): files named <student_id>_<notebook>.ipynb,
-# e.g. ada_05_scaled_attention.ipynb; a folder prefix inside the zip is ignored.
+# Late work (grader/late.py), applied by `nbgrader autograde`, the formgrader and `make export`:
+# "none" (marked late, no penalty), "zero", or "percent_per_day": percent_per_day % of the
+# points earned for each day or part of a day after the due date, at most max_percent %.
+# Due dates: `nbgrader db assignment add 05_scaled_attention --duedate="2025-11-07 17:00:00 Europe/Berlin"`
+# or the formgrader's Manage Assignments page; per-student extensions in the formgrader.
+c.AssignLatePenalties.plugin_class = "grader.late.LatePolicy"
+c.LatePolicy.penalty_method = "percent_per_day"
+c.LatePolicy.percent_per_day = 10
+c.LatePolicy.max_percent = 50
+c.LatePolicy.grace_minutes = 0
+
+# LMS downloads (`make collect ZIP=... ASSIGNMENT=...`, grader/lms.py): Canvas, Moodle and
+# Blackboard file names, or <student_id>_<notebook>.ipynb. Times in Blackboard's file names
+# (and zip entry times, when zip_times is True) are read in this time zone.
+c.LmsCollect.timezone = "UTC"
+c.LmsCollect.zip_times = False
+
+# The grade report (`make export`, grader/report.py): who is listed as struggling, and the
+# Canvas gradebook column of each assignment in grades_canvas.csv (default: its name).
+c.GradeReport.struggling_percent = 50
+# c.GradeReport.canvas_columns = {"05_scaled_attention": "Scaled attention (4567)"}
+
+# Plain `nbgrader zip_collect` (the make targets use grader/lms.py instead): files named
+# <student_id>_<notebook>.ipynb, e.g. ada_05_scaled_attention.ipynb.
 c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"
 c.FileNameCollectorPlugin.named_regexp = r"(?:.*/)?(?P<student_id>[A-Za-z0-9.-]+)_(?P<file_id>\d\d_[A-Za-z0-9_]+\.ipynb)$"

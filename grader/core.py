@@ -338,7 +338,7 @@ class _Named(CheckError):
 
     def __init__(self, message, mistake=None):
         super().__init__(message + _named(mistake))
-        self.mistake = mistake.key if mistake else None
+        self.mistake = (mistake.key, mistake.name) if mistake else (None, None)
 
 
 # --- the check -----------------------------------------------------------------------
@@ -355,6 +355,7 @@ class Outcome:
     label: str  # "<student>: <what the focus checks>[ (hidden check, seed N)]"
     message: str = ""  # for the learner when it failed: what is wrong, maybe the likely mistake
     mistake: Optional[str] = None  # the key of the named catalogued mistake
+    mistake_name: Optional[str] = None  # and its name, as the message gives it
 
     def line(self):
         """The one line a passing check prints."""
@@ -378,9 +379,9 @@ def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, devi
         seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     where = f" (hidden check, seed {seed})" if hidden else ""
     label = f"{_student_name(student, exercise)}: {spec.description}{where}"
-    outcome = lambda passed, message="", mistake=None: Outcome(
+    outcome = lambda passed, message="", mistake=(None, None): Outcome(
         exercise.name, _student_name(student, exercise), focus, hidden, seed if hidden else None,
-        passed, label, message, mistake)
+        passed, label, message, *mistake)
     try:
         _check_student_object(exercise, student)
         _run(exercise, student, spec, hidden, seed, dev, dtype, tol, fixed)

@@ -1,199 +1,163 @@
-"""Instructor commands around autograde: collect, feedback, export and the grade report.
+"""Instructor commands around autograde (each is also a make target):
 
-    python -m grader.instructor collect [--zip PATH --assignment NAME]
-    python -m grader.instructor feedback
-    python -m grader.instructor export        # grades.csv + reports/grade_report.md
+    python -m grader.instructor release-exchange [--assignment A] [--force]   # make release-exchange
+    python -m grader.instructor roster students.csv                           # make roster CSV=...
+    python -m grader.instructor collect [--assignment A]                      # make collect
+    python -m grader.instructor collect --zip lms.zip [--assignment A]        # make collect ZIP=... [ASSIGNMENT=...]
+    python -m grader.instructor feedback                                      # make feedback
+    python -m grader.instructor release-feedback [--assignment A]             # make release-feedback
+    python -m grader.instructor export                                        # make export
+
+The work is done in grader.lms (LMS downloads), grader.roster, grader.late (late policy)
+and grader.report (grades.csv, grades_canvas.csv, the grade report).
 """
 import argparse
-import csv
-import shutil
-import subprocess
-import sys
-import warnings
-from collections import Counter, defaultdict
+import os
 from pathlib import Path
 
+from grader import late
 from grader.grading import layout as pipeline
-from grader.grading.autograde import mistakes as named_mistakes
-from grader.grading.status import Status
 
 
-def _api(root):
+def _api(root, **settings):
     config = pipeline.load_config(root)
     config.Application.log_level = "WARNING"
+    for key, value in settings.items():
+        section, name = key.split(".")
+        setattr(getattr(config, section), name, value)
     return pipeline.nbgrader_api(config)
 
 
+def ensure_exchange(root):
+    """nbgrader's exchange folder, created on first use; every student account must be able
+    to write its inbound folder, as in nbgrader's own set-up (/srv/nbgrader/exchange, 777)."""
+    exchange = Path(root) / "exchange"
+    if not exchange.is_dir():
+        exchange.mkdir(parents=True)
+        os.chmod(exchange, 0o777)
+    return exchange
+
+
+def _chosen(root, assignment):
+    names = pipeline.assignments(root)
+    if assignment and assignment not in names:
+        raise SystemExit(f"unknown assignment {assignment!r}: use one of {', '.join(names)}")
+    return [assignment] if assignment else names
+
+
+def release_exchange(root, assignment=None, force=False):
+    """nbgrader release_assignment for every assignment (or one) into the exchange."""
+    root = Path(root)
+    ensure_exchange(root)
+    config = pipeline.load_config(root)
+    api = _api(root, **{"ExchangeReleaseAssignment.force": True} if force else {})
+    released = api.get_released_assignments()
+    course = config.CourseDirectory.course_id
+    for name in _chosen(root, assignment):
+        if not (root / "notebooks" / name).is_dir():
+            print(f"{name}: no student version in notebooks/{name}: run make release first")
+            continue
+        if name in released and not force:
+            print(f"{name}: already in the exchange (FORCE=1 replaces it; students who fetched it keep their copy)")
+            continue
+        result = api.release_assignment(name)
+        print(f"{name}: " + ("released to exchange/" + course if result["success"]
+                             else f"FAILED: {(result.get('error') or result.get('log') or '')[-500:]}"))
+
+
 def collect(root, zip_path=None, assignment=None):
-    """From the local exchange (nbgrader collect), or from an LMS zip (nbgrader zip_collect)."""
+    """From the local exchange (nbgrader collect), or from an LMS download (grader.lms)."""
     root = Path(root)
     if zip_path:
+        from grader import lms
         if not assignment:
-            raise SystemExit("collect ZIP=... needs ASSIGNMENT=<name>, e.g. ASSIGNMENT=05_scaled_attention")
-        archive = root / "downloaded" / assignment / "archive"
-        archive.mkdir(parents=True, exist_ok=True)
-        shutil.copy(zip_path, archive / Path(zip_path).name)
-        cmd = [sys.executable, "-m", "nbgrader", "zip_collect", assignment, "--force"]
-        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-        if proc.returncode:
-            raise SystemExit(f"zip_collect failed:\n{proc.stderr[-2000:]}")
-        print(f"collected {assignment} from {zip_path} into submitted/")
-        return
+            assignment = lms.guess_assignment(root, zip_path)
+            print(f"{zip_path} holds {assignment}")
+        return lms.collect(root, zip_path, assignment)
+    ensure_exchange(root)
     api = _api(root)
-    for name in pipeline.assignments(root):
+    released = api.get_released_assignments()
+    for name in _chosen(root, assignment):
+        if name not in released:
+            print(f"{name}: not released to the exchange (make release-exchange)")
+            continue
+        before = {p.parent.name for p in (root / "submitted").glob(f"*/{name}")}
         result = api.collect(name)
-        state = "collected" if result["success"] else f"failed: {result['error'][-300:]}"
-        print(f"{name}: {state}")
+        after = {p.parent.name for p in (root / "submitted").glob(f"*/{name}")}
+        if result["success"]:
+            print(f"{name}: {len(after)} submission(s) in submitted/ ({len(after - before)} new)")
+        else:
+            print(f"{name}: collect failed: {(result.get('error') or '')[-300:]}")
 
 
 def feedback(root):
-    """Per-student HTML feedback for every graded submission, hidden tests removed."""
+    """Per-student HTML feedback for every graded submission, hidden tests removed, with the
+    late penalty of the current score (grader.late)."""
+    from nbgrader.api import Gradebook
+
+    root = Path(root)
+    config = pipeline.load_config(root)
+    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+        late.apply(gb, config)
+        graded = sorted((sub.student.id, a.name) for a in gb.assignments
+                        for sub in gb.assignment_submissions(a.name))
     api = _api(root)
-    status = Status(root)
     done = 0
-    for student, assignment, entry in status.entries():
-        if entry["status"] != "graded":
-            continue
+    for student, assignment in graded:
         result = api.generate_feedback(assignment, student)
         if not result["success"]:
-            print(f"feedback failed for {student} / {assignment}: {result['error'][-300:]}")
+            print(f"feedback failed for {student} / {assignment}: {(result.get('error') or '')[-300:]}")
             continue
         done += 1
     print(f"feedback written for {done} submission(s) under feedback/")
 
 
-def export(root, csv_path=None, report_dir=None):
-    """nbgrader's CSV export, with a needs_attention column, and the grade report."""
-    from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
-    from sqlalchemy.exc import SAWarning
-
+def release_feedback(root, assignment=None):
+    """nbgrader release_feedback: students on the exchange route get it with fetch_feedback."""
     root = Path(root)
-    csv_path = Path(csv_path or root / "grades.csv")
-    config = pipeline.load_config(root)
-    pipeline.ensure_gradebook(root, config)
-    status = Status(root)
-    warnings.filterwarnings("ignore", category=SAWarning)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
-        pipeline.add_students(root, config, sorted(status.data))
-        CsvExportPlugin(to=str(csv_path)).export(gb)
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    fields = (list(rows[0]) if rows else []) + ["needs_attention", "flags"]
-    attention = {(s, a): e["reason"] for s, a, e in status.attention()}
-    for row in rows:
-        reason = attention.get((row["student_id"], row["assignment"]), "")
-        row["needs_attention"] = reason
-        row["flags"] = "; ".join(_flags(status.get(row["student_id"], row["assignment"]) or {}))
-        if reason:  # never a silent 0: no score, and the reason instead
-            row["raw_score"] = row["score"] = ""
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    report = write_report(root, status, rows, Path(report_dir or root / "reports"))
-    print(f"wrote {csv_path} ({len(rows)} rows, {len(attention)} need attention) and {report}")
-    return csv_path, report
+    ensure_exchange(root)
+    api = _api(root)
+    for name in _chosen(root, assignment):
+        pages = list((root / "feedback").glob(f"*/{name}/*.html"))
+        if not pages:
+            continue
+        result = api.release_feedback(name)
+        state = (f"released {len(pages)} feedback page(s)" if result["success"]
+                 else f"FAILED: {(result.get('error') or '')[-500:]}")
+        print(f"{name}: {state}")
 
 
-def _flags(entry):
-    """What deserves a look in a graded submission: a notebook that ran out of time."""
-    return [f"{nb}: ran out of its time budget" for nb, data in (entry.get("notebooks") or {}).items()
-            if data.get("budget_exceeded")]
+def export(root, csv_path=None, report_dir=None):
+    from grader import report
 
-
-def write_report(root, status, rows, out):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out.mkdir(parents=True, exist_ok=True)
-    graded = [(s, a, e) for s, a, e in status.entries() if e["status"] == "graded"]
-    attention = status.attention()
-
-    totals = defaultdict(lambda: [0.0, 0.0])
-    for row in rows:
-        if row.get("score") not in ("", None):
-            totals[row["student_id"]][0] += float(row["score"])
-            totals[row["student_id"]][1] += float(row["max_score"] or 0)
-    percent = [100 * got / best for got, best in totals.values() if best]
-
-    passed, tried = Counter(), Counter()
-    for s, a, e in graded:
-        for nb, data in (e.get("notebooks") or {}).items():
-            for cell, outcomes in data.get("outcomes", {}).items():
-                tried[cell] += 1
-                passed[cell] += bool(outcomes) and all(o["passed"] for o in outcomes)
-    mistakes = Counter(name for _, _, e in graded for name in named_mistakes(e).values())
-
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.hist(percent, bins=10, range=(0, 100), color="tab:blue", edgecolor="white")
-    ax.set(xlabel="score (% of points in graded submissions)", ylabel="students", title="Score histogram")
-    fig.tight_layout()
-    fig.savefig(out / "score_histogram.png", dpi=100)
-    plt.close(fig)
-
-    cells = sorted(tried)
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(cells) + 1.2))
-    ax.barh(cells, [100 * passed[c] / tried[c] for c in cells], color="tab:green")
-    ax.set(xlabel="% of graded submissions with full points", xlim=(0, 100), title="Pass rate per test")
-    ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(out / "pass_rate.png", dpi=100)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(7, 0.35 * max(1, len(mistakes)) + 1.2))
-    names = [n for n, _ in mistakes.most_common()]
-    ax.barh(names or ["(none seen)"], [mistakes[n] for n in names] or [0], color="tab:red")
-    ax.set(xlabel="test cells where the checker named it", title="Misconceptions seen")
-    ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(out / "misconceptions.png", dpi=100)
-    plt.close(fig)
-
-    lines = ["# Grade report", "",
-             f"- students: {len(totals) + len({s for s, _, _ in attention} - set(totals))}",
-             f"- submissions graded: {len(graded)}",
-             f"- submissions that need attention: {len(attention)}",
-             f"- submissions that ran out of their time budget: "
-             f"{sum(bool(e.get('budget_exceeded')) for _, _, e in graded)}", ""]
-    lines += ["## Needs attention", ""]
-    if attention:
-        lines += ["| student | assignment | reason |", "|---|---|---|"]
-        lines += [f"| {s} | {a} | {e['reason']} |" for s, a, e in attention]
-    else:
-        lines += ["Nothing: every submission was graded."]
-    flagged = [(s, a, e) for s, a, e in graded if _flags(e)]
-    lines += ["", "## Flagged", ""]
-    if flagged:
-        lines += ["| student | assignment | why |", "|---|---|---|"]
-        lines += [f"| {s} | {a} | {f} |" for s, a, e in flagged for f in _flags(e)]
-    else:
-        lines += ["Nothing flagged."]
-    lines += ["", "## Scores", "", "![score histogram](score_histogram.png)", "",
-              "## Pass rate per test", "", "![pass rate](pass_rate.png)", "",
-              "| test | passed | graded |", "|---|---|---|"]
-    lines += [f"| {c} | {passed[c]} | {tried[c]} |" for c in cells]
-    lines += ["", "## Misconceptions named by the checks", "", "![misconceptions](misconceptions.png)", "",
-              "| misconception | test cells |", "|---|---|"]
-    lines += [f"| {n} | {k} |" for n, k in mistakes.most_common()] or ["| (none) | 0 |"]
-    report = out / "grade_report.md"
-    report.write_text("\n".join(lines) + "\n")
-    return report
+    result = report.export(root, csv_path=csv_path, report_dir=report_dir)
+    return result["grades"], result["report"]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["collect", "feedback", "export"])
+    parser.add_argument("command", choices=["release-exchange", "roster", "collect", "feedback",
+                                            "release-feedback", "export"])
+    parser.add_argument("csv", nargs="?", help="roster: the CSV file")
     parser.add_argument("--zip", default=None)
     parser.add_argument("--assignment", default=None)
+    parser.add_argument("--force", action="store_true", help="release-exchange: replace a released assignment")
     parser.add_argument("--root", default=str(pipeline.ROOT))
     args = parser.parse_args(argv)
-    if args.command == "collect":
-        collect(args.root, args.zip or None, args.assignment or None)
+    assignment = args.assignment or None
+    if args.command == "release-exchange":
+        release_exchange(args.root, assignment, args.force)
+    elif args.command == "roster":
+        if not args.csv:
+            raise SystemExit("roster needs a CSV file: make roster CSV=students.csv")
+        from grader import roster
+        roster.import_roster(args.root, args.csv)
+    elif args.command == "collect":
+        collect(args.root, args.zip or None, assignment)
     elif args.command == "feedback":
         feedback(args.root)
+    elif args.command == "release-feedback":
+        release_feedback(args.root, assignment)
     else:
         export(args.root)
 

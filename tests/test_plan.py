@@ -97,4 +97,5 @@ def test_outcomes_are_typed_data():
     mistake = next(m for m in exercise.mistakes if m.key == "softmax_wrong_dim")
     wrong = evaluate(exercise, student_from("masked_softmax", mistake.fn), "values", hidden=True, seed=4)
     assert not wrong.passed and wrong.seed == 4 and wrong.mistake == "softmax_wrong_dim"
+    assert wrong.mistake_name == mistake.name and f"Likely mistake: {mistake.name}" in wrong.message
     assert json.loads(json.dumps(wrong.to_json()))["mistake"] == "softmax_wrong_dim"

@@ -28,6 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
+from grader import late
 from grader.grading import layout
 from grader.grading.status import Status, fingerprint, grading_inputs
 from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission
@@ -196,6 +197,7 @@ class Grading:
                         comment.auto_comment = nb["comments"].get(comment.name)
                     sub_nb.late_submission_penalty = nb["late_penalty"]
                 gb.db.commit()
+                late.apply(gb, self.config, assignment, student)  # the course's late policy
                 entry["notebooks"] = {name: {"outcomes": nb["outcomes"],
                                              "budget_exceeded": nb["budget_exceeded"]}
                                       for name, nb in result.notebooks.items()}
@@ -224,13 +226,13 @@ def _replace_dir(dst, files):
 
 
 def mistakes(entry):
-    """{notebook/grade_id: mistake key} named by the checks of one graded submission."""
+    """{notebook/grade_id: name of the mistake} the checks named in one graded submission."""
     found = {}
     for name, nb in (entry.get("notebooks") or {}).items():
         for grade_id, outcomes in nb.get("outcomes", {}).items():
             for outcome in outcomes:
                 if outcome.get("mistake"):
-                    found[f"{name}/{grade_id}"] = outcome["mistake"]
+                    found[f"{name}/{grade_id}"] = outcome.get("mistake_name") or outcome["mistake"]
     return found
 
 

@@ -1,0 +1,537 @@
+"""Grades out of nbgrader's gradebook: grades.csv, grades_canvas.csv and the grade report.
+
+    python -m grader.instructor export       # or: make export
+
+Every score comes from the gradebook (nbgrader.api.Gradebook): the autograded and verified
+score, a manual grade or extra credit given in the formgrader, and the late penalty that
+the course's policy (grader.late) gives for that score, written back to the gradebook
+first so that the formgrader, feedback and these files agree.
+
+Who is listed: every student in the gradebook (the roster, `make roster`, plus anyone who
+handed something in) for every assignment that counts: its due date has passed or
+something was collected for it. A student with nothing for such an assignment is
+"missing" (no score, not a silent 0); a submission nbgrader could not grade is "needs
+attention" with its reason; one collected but not graded yet is "not graded yet".
+
+Text that comes from students (ids and names from LMS file names, error messages, named
+mistakes) is escaped in the Markdown and HTML reports and cannot start a spreadsheet
+formula in the CSV files.
+"""
+import csv
+import datetime
+import html
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from traitlets import Dict, Float
+from traitlets.config import Configurable
+
+from grader import late, lms
+from grader.grading import layout as pipeline
+
+GRADED, MISSING, ATTENTION, PENDING = "graded", "missing", "needs_attention", "not_graded_yet"
+NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
+                    "email", "raw_score", "late_submission_penalty", "score", "max_score"]
+EXTRA_COLUMNS = ["status", "needs_attention", "flags", "manual_grade", "extra_credit", "days_late",
+                 "late_time_source", "mistakes"]
+CANVAS_ID_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+POINTS_POSSIBLE = "    Points Possible"  # Canvas' own label, leading spaces included
+
+
+class GradeReport(Configurable):
+    """Settings of the grade report (nbgrader_config.py: c.GradeReport.<name>)."""
+
+    struggling_percent = Float(
+        50.0, help="Students whose total is below this % are listed as struggling").tag(config=True)
+    canvas_columns = Dict(
+        {}, help="Canvas gradebook column for an assignment, e.g. {'05_scaled_attention': "
+                 "'Scaled attention (4567)'}: with Canvas' id in brackets the import updates that "
+                 "assignment; by default the column is the assignment's name (Canvas creates it).").tag(config=True)
+
+
+# --- reading the status file: the one place that knows its format -----------------------
+
+def read_status(root):
+    """{(student, assignment): {status, reason, mistakes, flags, budget_exceeded}} from
+    autograded/.status.json (grader.grading.status.Status): mistakes are the catalogue
+    keys the checks named, per notebook/test cell, read from the typed outcomes."""
+    from grader.grading.autograde import mistakes
+    from grader.grading.status import Status
+
+    out = {}
+    for student, assignment, e in Status(root).entries():
+        notebooks = e.get("notebooks") or {}
+        exceeded = [nb for nb, data in notebooks.items() if data.get("budget_exceeded")]
+        out[(student, assignment)] = {
+            "status": e.get("status"), "reason": e.get("reason") or "",
+            "mistakes": mistakes(e),
+            "flags": [f"{nb}: ran out of its time budget" for nb in exceeded],
+            "budget_exceeded": bool(exceeded),
+        }
+    return out
+
+
+# --- escaping ---------------------------------------------------------------------------
+
+_MD_ALWAYS = re.compile(r"([\\`*{}\[\]!|~@])")
+_MD_EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def md(text):
+    """Student-provided text as literal Markdown on one line: no emphasis, code, links,
+    images, autolinks, table cells or HTML (an underscore inside a word stays as it is)."""
+    text = " ".join(str(text).split())
+    text = html.escape(text, quote=False)                  # <, >, & (HTML and entities)
+    text = _MD_ALWAYS.sub(r"\\\1", text)                  # markup, images, links, a@b autolinks
+    text = _MD_EDGE_UNDERSCORE.sub(r"\\_", text)          # _emphasis_, but not snake_case
+    text = text.replace("://", "\\://")                   # http:// autolinks
+    return re.sub(r"(?i)\bwww\.", r"www\\.", text)          # www. autolinks
+
+
+def esc(text):
+    return html.escape(str(text), quote=True)
+
+
+def cell(value):
+    """A CSV value that no spreadsheet runs as a formula (OWASP: prefix with a quote)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:g}" if value == int(value) else f"{round(value, 4)}"
+    value = str(value)
+    if value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def score_text(value):
+    return "" if value is None else f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+# --- the table --------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    student: str
+    assignment: str
+    status: str
+    max_score: float
+    duedate: datetime.datetime = None
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    lms_user_id: str = ""
+    timestamp: datetime.datetime = None
+    seconds_late: float = 0.0
+    raw_score: float = None      # nbgrader's submission score: manual over auto, plus extra credit
+    penalty: float = None
+    score: float = None          # what counts: max(0, raw - penalty)
+    manual: bool = False
+    extra_credit: float = 0.0
+    needs_manual_grade: bool = False
+    reason: str = ""
+    flags: list = field(default_factory=list)
+    mistakes: dict = field(default_factory=dict)
+    cells: dict = field(default_factory=dict)   # "notebook/grade_id" -> (score, max)
+    time_source: str = ""
+
+    @property
+    def late(self):
+        return self.status == GRADED and self.seconds_late > 0
+
+
+@dataclass
+class Table:
+    rows: list
+    students: list          # dicts: id, first_name, last_name, email, lms_user_id
+    assignments: list       # dicts: name, duedate, max_score (those that count)
+    not_counted: list       # assignment names
+    policy: str
+    threshold: float
+
+    def by_student(self):
+        out = defaultdict(list)
+        for r in self.rows:
+            out[r.student].append(r)
+        return out
+
+    def totals(self):
+        """student -> {points, possible, percent, missing, open, late}"""
+        out = {}
+        for s in self.students:
+            rows = [r for r in self.rows if r.student == s["id"]]
+            counted = [r for r in rows if r.status in (GRADED, MISSING)]
+            points = sum(r.score or 0.0 for r in rows if r.status == GRADED)
+            possible = sum(r.max_score or 0.0 for r in counted)
+            out[s["id"]] = {"points": points, "possible": possible,
+                            "percent": 100.0 * points / possible if possible else None,
+                            "missing": sum(r.status == MISSING for r in rows),
+                            "open": sum(r.status in (ATTENTION, PENDING) for r in rows),
+                            "late": sum(r.late for r in rows)}
+        return out
+
+
+def gather(root, config=None, now=None):
+    """Read the gradebook (and the status file) into a Table; writes nothing."""
+    from nbgrader.api import Gradebook
+
+    root = Path(root)
+    config = config or pipeline.load_config(root)
+    settings = GradeReport(config=config)
+    now = now or datetime.datetime.utcnow()
+    status = read_status(root)
+    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+        students = [{"id": s.id, "first_name": s.first_name or "", "last_name": s.last_name or "",
+                     "email": s.email or "", "lms_user_id": s.lms_user_id or ""} for s in gb.students]
+        known = {s["id"] for s in students}
+        students += [{"id": s, "first_name": "", "last_name": "", "email": "", "lms_user_id": ""}
+                     for s in sorted({s for s, _ in status} - known)]
+        students.sort(key=lambda s: s["id"])
+        rows, counted, not_counted = [], [], []
+        for a in sorted(gb.assignments, key=lambda a: a.name):
+            subs = {sub.student.id: sub for sub in gb.assignment_submissions(a.name)}
+            collected = {p.parent.name for p in (root / "submitted").glob(f"*/{a.name}") if p.is_dir()}
+            touched = set(subs) | {s for (s, name) in status if name == a.name} | collected
+            if not touched and not (a.duedate and a.duedate < now):
+                not_counted.append(a.name)
+                continue
+            counted.append({"name": a.name, "duedate": a.duedate, "max_score": a.max_score})
+            info = lms.collected_info(root, a.name)
+            for s in students:
+                row = Row(student=s["id"], assignment=a.name, status=MISSING, max_score=a.max_score,
+                          duedate=a.duedate, first_name=s["first_name"], last_name=s["last_name"],
+                          email=s["email"], lms_user_id=s["lms_user_id"])
+                st = status.get((s["id"], a.name), {})
+                row.flags, row.mistakes = list(st.get("flags", [])), dict(st.get("mistakes", {}))
+                sub = subs.get(s["id"])
+                if sub is not None:
+                    _fill(row, sub)
+                    if st.get("status") == ATTENTION:
+                        row.flags.insert(0, f"graded in the gradebook although the last autograde said: {st['reason']}")
+                    sources = {f.get("time_source") for f in info.get(s["id"], [])} - {None, ""}
+                    row.time_source = "; ".join(sorted(sources))
+                elif st.get("status") == ATTENTION:
+                    row.status, row.reason = ATTENTION, st["reason"]
+                elif s["id"] in collected:
+                    row.status = PENDING
+                    row.reason = "collected but not graded yet: run make autograde"
+                rows.append(row)
+    rule = late.policy(config)
+    return Table(rows=rows, students=students, assignments=counted, not_counted=not_counted,
+                 policy=rule.describe(), threshold=settings.struggling_percent)
+
+
+def _fill(row, sub):
+    row.status = GRADED
+    row.timestamp = sub.timestamp
+    row.seconds_late = sub.total_seconds_late
+    row.raw_score = sub.score
+    row.penalty = sub.late_submission_penalty or 0.0
+    row.score = max(0.0, sub.score - row.penalty)
+    row.needs_manual_grade = bool(sub.needs_manual_grade)
+    for nb in sub.notebooks:
+        for grade in nb.grades:
+            row.manual |= grade.manual_score is not None
+            row.extra_credit += grade.extra_credit or 0.0
+            row.cells[f"{nb.name}/{grade.name}"] = (grade.score, grade.max_score)
+    if row.needs_manual_grade:
+        row.flags.append("needs manual grading in the formgrader")
+
+
+# --- exports ----------------------------------------------------------------------------
+
+def _iso(dt):
+    return "" if dt is None else str(dt)
+
+
+def write_grades_csv(table, path):
+    """One row per student and assignment that counts; nbgrader's export columns first."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(NBGRADER_COLUMNS + EXTRA_COLUMNS)
+        for r in sorted(table.rows, key=lambda r: (r.assignment, r.student)):
+            graded = r.status == GRADED
+            writer.writerow([cell(v) for v in [
+                r.assignment, _iso(r.duedate), _iso(r.timestamp), r.student, r.last_name, r.first_name,
+                r.email, r.raw_score if graded else None, r.penalty if graded else None,
+                r.score if graded else None, r.max_score,
+                r.status, r.reason if r.status == ATTENTION else "", "; ".join(r.flags),
+                "yes" if r.manual else "", r.extra_credit or None,
+                late.days_late(r.seconds_late) if graded else None, r.time_source if r.late else "",
+                "; ".join(f"{k}: {v}" for k, v in sorted(r.mistakes.items()))]])
+
+
+def canvas_rows(table, columns=None):
+    """Canvas' gradebook import: one row per student, one column per assignment, and the
+    "Points Possible" row; missing and ungraded work is left empty (Canvas ignores blanks)."""
+    columns = columns or {}
+    header = CANVAS_ID_COLUMNS + [columns.get(a["name"], a["name"]) for a in table.assignments]
+    rows = [header, [POINTS_POSSIBLE, "", "", "", ""] + [score_text(a["max_score"]) for a in table.assignments]]
+    scores = {(r.student, r.assignment): r for r in table.rows}
+    for s in table.students:
+        name = ", ".join(p for p in (s["last_name"], s["first_name"]) if p) or s["id"]
+        line = [name, s["lms_user_id"], "", s["id"], ""]
+        for a in table.assignments:
+            r = scores.get((s["id"], a["name"]))
+            line.append(score_text(r.score) if r is not None and r.status == GRADED else "")
+        rows.append(line)
+    return rows
+
+
+def write_canvas_csv(table, path, columns=None):
+    rows = canvas_rows(table, columns)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+        writer.writerow(rows[0])
+        writer.writerow(rows[1])  # "    Points Possible" must keep its leading spaces
+        for line in rows[2:]:
+            writer.writerow([cell(v) for v in line])
+
+
+# --- the report -------------------------------------------------------------------------
+
+def summaries(table):
+    out = []
+    for a in table.assignments:
+        rows = [r for r in table.rows if r.assignment == a["name"]]
+        graded = [r for r in rows if r.status == GRADED]
+        pct = [100.0 * r.score / a["max_score"] for r in graded if a["max_score"]]
+        out.append({
+            "assignment": a["name"], "due": a["duedate"], "max": a["max_score"],
+            "handed_in": sum(r.status != MISSING for r in rows), "graded": len(graded),
+            "attention": sum(r.status == ATTENTION for r in rows),
+            "pending": sum(r.status == PENDING for r in rows),
+            "missing": sum(r.status == MISSING for r in rows), "late": sum(r.late for r in rows),
+            "mean": statistics.mean(pct) if pct else None,
+            "median": statistics.median(pct) if pct else None,
+            "min": min(pct) if pct else None, "max_pct": max(pct) if pct else None,
+        })
+    return out
+
+
+def lists(table):
+    totals = table.totals()
+    attention = [r for r in table.rows if r.status in (ATTENTION, PENDING)]
+    missing = defaultdict(list)
+    for r in table.rows:
+        if r.status == MISSING:
+            missing[r.student].append(r.assignment)
+    late_rows = [r for r in table.rows if r.late]
+    struggling = []
+    for s in table.students:
+        t = totals[s["id"]]
+        if t["percent"] is not None and t["percent"] < table.threshold:
+            names = Counter(n for r in table.rows if r.student == s["id"] for n in r.mistakes.values())
+            struggling.append((s["id"], t, names.most_common(3)))
+    return {"attention": attention, "missing": dict(missing), "late": late_rows, "struggling": struggling,
+            "flagged": [r for r in table.rows if r.status == GRADED and r.flags]}
+
+
+def cell_stats(table):
+    passed, tried = Counter(), Counter()
+    for r in table.rows:
+        if r.status == GRADED:
+            for name, (got, best) in r.cells.items():
+                tried[name] += 1
+                passed[name] += bool(best) and (got or 0) >= best
+    return passed, tried
+
+
+def plots(table, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    totals = table.totals()
+    percents = [t["percent"] for t in totals.values() if t["percent"] is not None]
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.hist(percents, bins=10, range=(0, 100), color="tab:blue", edgecolor="white")
+    ax.set(xlabel="total score (% of the points of the assignments that count)", ylabel="students",
+           title=f"Whole roster: {len(percents)} of {len(totals)} students")
+    fig.tight_layout()
+    fig.savefig(out / "score_histogram.png", dpi=100)
+    plt.close(fig)
+
+    passed, tried = cell_stats(table)
+    names = sorted(tried)
+    fig, ax = plt.subplots(figsize=(7, 0.3 * max(1, len(names)) + 1.2))
+    ax.barh(names or ["(nothing graded)"], [100 * passed[c] / tried[c] for c in names] or [0], color="tab:green")
+    ax.set(xlabel="% of graded submissions with full points", xlim=(0, 100), title="Pass rate per test")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(out / "pass_rate.png", dpi=100)
+    plt.close(fig)
+
+    mistakes = Counter(n for r in table.rows if r.status == GRADED for n in r.mistakes.values())
+    labels = [n for n, _ in mistakes.most_common(15)]
+    fig, ax = plt.subplots(figsize=(7, 0.35 * max(1, len(labels)) + 1.2))
+    ax.barh([l[:60].replace("$", r"\$") for l in labels] or ["(none seen)"], [mistakes[n] for n in labels] or [0],
+            color="tab:red")
+    ax.set(xlabel="test cells where the checker named it", title="Misconceptions seen")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(out / "misconceptions.png", dpi=100)
+    plt.close(fig)
+    return mistakes
+
+
+def _pct(v):
+    return "" if v is None else f"{v:.0f}%"
+
+
+def _when(dt):
+    return "" if dt is None else f"{dt:%Y-%m-%d %H:%M} UTC"
+
+
+def _lateness(seconds):
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes)
+    return " ".join(parts) or f"{int(seconds)} s"
+
+
+def sections(table):
+    """The report as (title, intro, header, rows, image) sections; every cell is plain text
+    (escaped by the writer), so Markdown and HTML show the same thing."""
+    totals = table.totals()
+    found = lists(table)
+    per = summaries(table)
+    passed, tried = cell_stats(table)
+    mistakes = Counter(n for r in table.rows if r.status == GRADED for n in r.mistakes.values())
+    graded = [r for r in table.rows if r.status == GRADED]
+    out = [("Grade report", [
+        f"students: {len(table.students)}; assignments that count: {len(table.assignments)}"
+        + (f" (not counted yet, nothing collected and not due: {', '.join(table.not_counted)})" if table.not_counted else ""),
+        f"submissions graded: {len(graded)}; need attention: {sum(r.status == ATTENTION for r in table.rows)}; "
+        f"not graded yet: {sum(r.status == PENDING for r in table.rows)}; missing: {sum(r.status == MISSING for r in table.rows)}; "
+        f"late: {len(found['late'])}",
+        f"late policy: {table.policy}",
+        "Scores are read from nbgrader's gradebook: manual grades, extra credit and late penalties included.",
+    ], None, None, None)]
+    out.append(("Students", ["Total: points of the graded assignments over the points of the graded and "
+                             "missing ones (a missing assignment counts 0 there); open = needs attention "
+                             "or not graded yet, left out of the total until it is graded."],
+                ["student", "name", *[a["name"] for a in table.assignments], "total", "%", "missing", "late", "open"],
+                [[s["id"], " ".join(p for p in (s["first_name"], s["last_name"]) if p),
+                  *[_row_text(r) for r in sorted((r for r in table.rows if r.student == s["id"]),
+                                                 key=lambda r: r.assignment)],
+                  f"{score_text(totals[s['id']]['points'])} / {score_text(totals[s['id']]['possible'])}",
+                  _pct(totals[s["id"]]["percent"]), totals[s["id"]]["missing"], totals[s["id"]]["late"],
+                  totals[s["id"]]["open"]] for s in table.students], None))
+    out.append(("Assignments", [], ["assignment", "due", "max", "handed in", "graded", "needs attention",
+                                    "not graded yet", "missing", "late", "mean", "median", "min", "max %"],
+                [[p["assignment"], _when(p["due"]), score_text(p["max"]), p["handed_in"], p["graded"],
+                  p["attention"], p["pending"], p["missing"], p["late"], _pct(p["mean"]), _pct(p["median"]),
+                  _pct(p["min"]), _pct(p["max_pct"])] for p in per], None))
+    no_total = sum(t["percent"] is None for t in totals.values())
+    out.append(("Score histogram", [f"Every student on the roster, by total: {len(totals) - no_total} students"
+                                    + (f"; {no_total} with nothing graded or missing yet are not in it" if no_total else "")],
+                None, None, "score_histogram.png"))
+    out.append(("Needs attention", ["Submissions that have no score yet, with the reason."] if found["attention"]
+                else ["Nothing: every submission that was handed in is graded."],
+                ["student", "assignment", "reason"] if found["attention"] else None,
+                [[r.student, r.assignment, r.reason] for r in found["attention"]], None))
+    out.append(("Missing", ["Nothing handed in for an assignment that counts (no score, not a 0 in the exports)."]
+                if found["missing"] else ["Nobody is missing an assignment."],
+                ["student", "missing assignments"] if found["missing"] else None,
+                [[s, ", ".join(a)] for s, a in sorted(found["missing"].items())], None))
+    out.append(("Late", [table.policy] + ([] if found["late"] else ["No late submissions."]),
+                ["student", "assignment", "submitted", "late by", "penalty", "score", "time from"] if found["late"] else None,
+                [[r.student, r.assignment, _when(r.timestamp), _lateness(r.seconds_late), score_text(r.penalty),
+                  f"{score_text(r.score)} / {score_text(r.max_score)}", r.time_source or "nbgrader submission time"]
+                 for r in found["late"]], None))
+    out.append(("Struggling", [f"Total below {table.threshold:g}%, with the mistakes the checks named most often."]
+                + ([] if found["struggling"] else ["Nobody."]),
+                ["student", "total", "%", "missing", "most frequent named mistakes"] if found["struggling"] else None,
+                [[s, f"{score_text(t['points'])} / {score_text(t['possible'])}", _pct(t["percent"]), t["missing"],
+                  "; ".join(f"{n} ({k})" for n, k in names) or "none named"] for s, t, names in found["struggling"]],
+                None))
+    out.append(("Flagged", ["Scores come from verification outside the student's kernel. These graded "
+                            "submissions got a different result inside the kernel, did something no answer "
+                            "needs, or wait for a manual grade."] + ([] if found["flagged"] else ["Nothing flagged."]),
+                ["student", "assignment", "flag"] if found["flagged"] else None,
+                [[r.student, r.assignment, flag] for r in found["flagged"] for flag in r.flags], None))
+    out.append(("Pass rate per test", [], ["test", "passed", "graded"],
+                [[c.split("/", 1)[-1], passed[c], tried[c]] for c in sorted(tried)], "pass_rate.png"))
+    out.append(("Misconceptions named by the checks", [], ["misconception", "test cells"],
+                [[n, k] for n, k in mistakes.most_common()] or [["(none)", 0]], "misconceptions.png"))
+    return out
+
+
+def _row_text(r):
+    if r.status == GRADED:
+        text = f"{score_text(r.score)} / {score_text(r.max_score)}"
+        marks = ["late"] * r.late + ["manual"] * r.manual + ["+extra"] * bool(r.extra_credit)
+        return text + (f" ({', '.join(marks)})" if marks else "")
+    return {MISSING: "missing", ATTENTION: "needs attention", PENDING: "not graded yet"}[r.status]
+
+
+def write_markdown(secs, path):
+    lines = []
+    for i, (title, intro, header, rows, image) in enumerate(secs):
+        lines += [("# " if i == 0 else "## ") + md(title), ""]
+        lines += [f"- {md(t)}" if i == 0 else md(t) for t in intro]
+        lines += [""] * bool(intro)
+        if image:
+            lines += [f"![{md(title)}]({image})", ""]
+        if header:
+            lines.append("| " + " | ".join(md(h) for h in header) + " |")
+            lines.append("|" + "---|" * len(header))
+            lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in rows]
+            lines.append("")
+    Path(path).write_text("\n".join(lines))
+
+
+def write_html(secs, path):
+    parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>Grade report</title>",
+             "<style>body{font-family:sans-serif;max-width:72em;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.2em .5em;"
+             "text-align:left;vertical-align:top}th{background:#f3f3f3}</style></head><body>"]
+    for i, (title, intro, header, rows, image) in enumerate(secs):
+        parts.append(f"<h{1 if i == 0 else 2}>{esc(title)}</h{1 if i == 0 else 2}>")
+        parts += [f"<p>{esc(t)}</p>" for t in intro]
+        if image:
+            parts.append(f"<img src='{esc(image)}' alt='{esc(title)}'>")
+        if header:
+            parts.append("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
+            parts += ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in rows]
+            parts.append("</table>")
+    parts.append("</body></html>")
+    Path(path).write_text("\n".join(parts))
+
+
+def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):
+    """Apply the late policy in the gradebook, then write grades.csv, grades_canvas.csv and
+    reports/grade_report.{md,html} with their plots. Returns the paths."""
+    from nbgrader.api import Gradebook
+
+    root = Path(root)
+    config = pipeline.load_config(root)
+    pipeline.ensure_gradebook(root, config)
+    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+        changed = late.apply(gb, config)
+    table = gather(root, config)
+    csv_path = Path(csv_path or root / "grades.csv")
+    canvas_path = Path(canvas_path or root / "grades_canvas.csv")
+    out = Path(report_dir or root / "reports")
+    out.mkdir(parents=True, exist_ok=True)
+    write_grades_csv(table, csv_path)
+    write_canvas_csv(table, canvas_path, GradeReport(config=config).canvas_columns)
+    plots(table, out)
+    secs = sections(table)
+    write_markdown(secs, out / "grade_report.md")
+    write_html(secs, out / "grade_report.html")
+    if not quiet:
+        counts = Counter(r.status for r in table.rows)
+        print(f"late policy: {table.policy}" + (f" ({len(changed)} penalty(ies) updated in the gradebook)" if changed else ""))
+        print(f"wrote {csv_path.name} ({len(table.rows)} rows: {counts[GRADED]} graded, {counts[MISSING]} missing, "
+              f"{counts[ATTENTION]} need attention, {counts[PENDING]} not graded yet), {canvas_path.name} "
+              f"({len(table.students)} students x {len(table.assignments)} assignments) and "
+              f"{out / 'grade_report.md'} (.html)")
+    return {"grades": csv_path, "canvas": canvas_path, "report": out / "grade_report.md",
+            "html": out / "grade_report.html", "table": table, "late_changes": changed}

@@ -1,0 +1,115 @@
+"""The class roster: students imported into nbgrader's gradebook with nbgrader's own import.
+
+    python -m grader.instructor roster students.csv        # or: make roster CSV=students.csv
+
+The CSV is nbgrader's format: a header with ``id`` (required) and any of ``first_name``,
+``last_name``, ``email``, ``lms_user_id`` (the student's id in the LMS, e.g. the Canvas user
+id: collect uses it to match LMS file names, and grades_canvas.csv to match Canvas'
+gradebook). A gradebook export from Canvas ("Student", "ID", "SIS User ID", "SIS Login ID",
+"Section") is accepted too: the SIS Login ID becomes the course id (or the SIS User ID, or
+the Canvas ID where those are empty) and the Canvas ID the ``lms_user_id``.
+
+Every student on the roster is in the report and the exports; one who hands nothing in is
+listed as missing, not given a silent 0.
+"""
+import csv
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from grader.grading import layout as pipeline
+from grader.lms import safe_student_id
+
+COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")
+CANVAS_COLUMNS = ("Student", "ID", "SIS Login ID")
+
+
+def read_rows(path):
+    """Roster rows as nbgrader columns; SystemExit with the reason when the file cannot be used."""
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"no such file: {path}")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise SystemExit(f"{path} is not UTF-8 text: save the roster as CSV (UTF-8)")
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in reader.fieldnames or []]
+    reader.fieldnames = header
+    rows = list(reader)
+    if all(c in header for c in CANVAS_COLUMNS):
+        rows = [_from_canvas(r) for r in rows if _is_canvas_student(r)]
+    elif "id" not in header:
+        raise SystemExit(f"{path}: the header needs an 'id' column (nbgrader's roster format: "
+                         f"{', '.join(COLUMNS)}), or Canvas' gradebook columns ({', '.join(CANVAS_COLUMNS)}); "
+                         f"found: {', '.join(header) or 'nothing'}")
+    else:
+        unknown = [h for h in header if h not in COLUMNS]
+        if unknown:
+            print(f"roster: ignoring column(s) nbgrader does not store: {', '.join(unknown)}")
+        rows = [{k: (r.get(k) or "").strip() for k in COLUMNS if k in header} for r in rows]
+    problems, seen = [], {}
+    for line, row in enumerate(rows, start=2):
+        sid = row.get("id", "")
+        why = safe_student_id(sid)
+        if why:
+            problems.append(f"row {line}: {why}")
+        elif sid in seen:
+            problems.append(f"row {line}: id {sid!r} already on row {seen[sid]}")
+        else:
+            seen[sid] = line
+    if problems:
+        raise SystemExit(f"{path}: nothing imported:\n  " + "\n  ".join(problems))
+    if not rows:
+        raise SystemExit(f"{path}: no students in the file")
+    return rows
+
+
+def _is_canvas_student(row):
+    name = (row.get("Student") or "").strip()
+    return name and name != "Points Possible" and name != "Student, Test" and (row.get("ID") or "").strip()
+
+
+def _from_canvas(row):
+    last, _, first = (row.get("Student") or "").partition(",")
+    canvas_id = (row.get("ID") or "").strip()
+    sid = (row.get("SIS Login ID") or "").strip() or (row.get("SIS User ID") or "").strip() or canvas_id
+    return {"id": sid, "first_name": first.strip(), "last_name": last.strip(), "email": "",
+            "lms_user_id": canvas_id}
+
+
+def import_roster(root, csv_path):
+    """Check the roster, then `nbgrader db student import` it; prints who is new."""
+    root = Path(root)
+    rows = read_rows(csv_path)
+    config = pipeline.load_config(root)
+    before = set(student_ids(root, config))
+    columns = [c for c in COLUMNS if any(c in r for r in rows)]
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", newline="", delete=False) as tmp:
+        writer = csv.DictWriter(tmp, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "import", tmp.name],
+                              cwd=root, capture_output=True, text=True)
+    finally:
+        Path(tmp.name).unlink(missing_ok=True)
+    if proc.returncode:
+        raise SystemExit(f"nbgrader db student import failed:\n{proc.stderr[-2000:]}")
+    after = student_ids(root, config)
+    new = sorted(set(after) - before)
+    print(f"roster: {len(rows)} student(s) imported from {csv_path} ({len(new)} new, "
+          f"{len(rows) - len(new)} updated); the gradebook now has {len(after)} student(s)")
+    not_listed = sorted(set(after) - {r['id'] for r in rows})
+    if not_listed:
+        print(f"  in the gradebook but not in this file (kept): {', '.join(not_listed)}")
+    return after
+
+
+def student_ids(root, config=None):
+    from nbgrader.api import Gradebook
+
+    config = config or pipeline.load_config(root)
+    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+        return sorted(s.id for s in gb.students)
