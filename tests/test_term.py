@@ -57,10 +57,7 @@ def term(tmp_path_factory):
         z.writestr(f"exampleeve_106_9006_{NB}", evil)
         z.writestr("gausscarl_103_9007_notes.pdf", b"%PDF-1.4")                     # carl: no notebook
     collected = lms.collect(root, download, A)
-    mp = pytest.MonkeyPatch()
-    mp.setattr(verify, "CALL_TIMEOUT", 10)
-    graded = autograde.Grading(root, jobs=2, budget=CLASS_BUDGET).run(progress=False)
-    mp.undo()
+    graded = autograde.Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=10).run(progress=False)
     with _gradebook(root) as gb:  # what an instructor does in the formgrader
         gb.find_grade("test_sdpa_causal", A, A, "ada").manual_score = 0.0
         gb.find_grade("test_sdpa_causal", A, A, "bob").extra_credit = 1.0
