@@ -15,6 +15,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
             --ip=$(IP) --port=$(PORT) $(ROOT_FLAG)
 PYTEST_ARGS ?=
+LAB_OPTS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 JOBS ?= 1
@@ -41,11 +42,12 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 
 ## Open the course in JupyterLab (nbgrader and widgets extensions enabled).
+## More jupyter lab options: `make lab LAB_OPTS="--no-browser ..."`.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
 
 lab-command:
-	@echo $(VENV)/bin/jupyter lab $(LAB_ARGS)
+	@echo $(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
 
 ## Run every test: grader, notebooks (nbval, nbgrader validation), release, pipeline.
 test: $(STAMP)

@@ -17,6 +17,15 @@ c.CourseDirectory.release_directory = "notebooks"
 # Local exchange inside the course (git-ignored), so release/fetch/submit/collect work
 # without a system-wide /srv/nbgrader.
 c.Exchange.root = os.path.join(ROOT, "exchange")
+# Created on first use (nbgrader itself only creates it on the first release): while it is
+# missing the formgrader hides Release/Collect and the Assignment List cannot list courses.
+# 0o777 is the mode nbgrader's release gives it, so no "invalid permissions" warning later.
+if not os.path.isdir(c.Exchange.root):
+    try:
+        os.makedirs(c.Exchange.root, exist_ok=True)
+        os.chmod(c.Exchange.root, 0o777)
+    except OSError:
+        pass  # a read-only course copy: nbgrader then reports the missing exchange itself
 c.CollectApp.check_owner = False
 
 c.ClearSolutions.code_stub = {

@@ -36,6 +36,12 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 class CheckError(AssertionError):
     """A check failed; the message is meant for the learner."""
 
+    def _render_traceback_(self):
+        """IPython shows exactly these lines for a failing check: the message, without
+        the grader's frames (the cell still fails, so it still scores 0)."""
+        first, *rest = str(self).splitlines() or [""]
+        return [f"\x1b[0;31mCheckError\x1b[0m: {first}", *rest]
+
 
 def resolve_device(device=None):
     """The device a check runs on: the argument, else $GRADER_DEVICE, else the CPU."""
