@@ -121,7 +121,7 @@ def lab(browser, tmp_path_factory):
     for name in ("notebooks", "solutions"):
         shutil.copytree(ROOT / name, course / name)
     for name in ("Makefile", "nbgrader_config.py", "requirements.txt", "pyproject.toml"):
-        shutil.copy2(ROOT / name, course / name)  # mtimes kept: make sees nothing to install
+        shutil.copy2(ROOT / name, course / name)
     (course / ".venv").symlink_to(sys.prefix)
     assert not (course / "exchange").exists()
     for name, values in USER_SETTINGS.items():
@@ -177,7 +177,7 @@ class UI:
     @contextlib.contextmanager
     def step(self, label, page=None):
         """Run one step; screenshot after it. A failure names the screenshot to look at.
-        Each step's wall time goes to test-artifacts/browser/steps.tsv."""
+        Each step's wall time goes to test-artifacts/browser/steps.tsv (seconds)."""
         start = time.monotonic()
         try:
             yield
@@ -187,9 +187,12 @@ class UI:
             raise AssertionError(f"step '{label}' failed: {err}\n  look at the screenshot {shot}"
                                  f"\n  the lab's log: {self.lab.log}") from err
         finally:
-            with open(ARTIFACTS / "steps.tsv", "a") as out:
-                out.write(f"{self.name}\t{label}\t{time.monotonic() - start:.1f}\n")
+            self.record(label, time.monotonic() - start)
         self.screenshot(label, page)
+
+    def record(self, what, seconds):
+        with open(ARTIFACTS / "steps.tsv", "a") as out:
+            out.write(f"{self.name}\t{what}\t{seconds:.2f}\n")
 
     # --- JupyterLab -------------------------------------------------------------------
     def load(self, path="notebooks"):
@@ -347,11 +350,13 @@ def _settle(ui, widget, expect, previous_chart, what):
     for both to stay put; return (line, chart)."""
     from playwright.sync_api import expect as expect_that
 
+    start = time.monotonic()
     expect_that(widget.locator(".widget-html-content")).to_contain_text(expect, timeout=15_000)
     deadline = time.monotonic() + 15
     while _chart(widget) in (None, previous_chart):
         assert time.monotonic() < deadline, f"{what}: the chart was not redrawn"
-        time.sleep(0.1)
+        time.sleep(0.05)
+    ui.record(f"{what}: chart redrawn after", time.monotonic() - start)
     ui.wait_kernel_idle()
     line, chart = ui.settled(lambda: (_stats(widget), _chart(widget)), what)
     assert expect in line, line
