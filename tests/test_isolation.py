@@ -114,6 +114,10 @@ def test_runs_code_over_ipc_as_an_unprivileged_user(kernel):
     assert inside["uid"] == inside["euid"] == 1000 and inside["gid"] == 1000
     assert inside["ppid"] == 1 and inside["pid"] < 10  # its own pid namespace
     assert inside["cwd"].endswith("submitted/alice/03_masked_softmax")
+    assert inside["cwd"] == km.provisioner.kernel_cwd
+    run(kc, "open('seen-from-outside.txt', 'w').write('hello')")
+    outside = km.provisioner.host_path(km.provisioner.kernel_cwd + "/seen-from-outside.txt")
+    assert Path(outside).read_text() == "hello"
     host_uid = subprocess.run(["ps", "-o", "uid=", "-p", str(km.provisioner.init_pid)],
                               capture_output=True, text=True).stdout.strip()
     assert host_uid == ("65534" if os.geteuid() == 0 else str(os.geteuid()))

@@ -73,6 +73,7 @@ class SandboxProvisioner(LocalProvisioner):
     init_start = None
     setup_seconds = None  # from launch to a built sandbox (namespaces, mounts, copies)
     ready_seconds = None  # from launch to the kernel's sockets, sealed
+    kernel_cwd = None  # the kernel's working folder, as the kernel sees it
     output = ""
 
     def limits(self):
@@ -132,6 +133,7 @@ class SandboxProvisioner(LocalProvisioner):
                                readable=self.readable, limits=self.limits(), env=env,
                                host_ids=(self.host_uid, self.host_gid), font_cache=ns.font_cache(),
                                sockets=[f"{info['ip']}-{port}" for port in km.ports])
+        self.kernel_cwd = spec["cwd"]
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
 
     async def launch_kernel(self, cmd, **kwargs):
@@ -168,6 +170,14 @@ class SandboxProvisioner(LocalProvisioner):
         (self.rundir / "ipc.new").symlink_to(f"/proc/{self.init_pid}/root{ns.RUN_DIR}")
         (self.rundir / "ipc.new").replace(link)
         return self.connection_info
+
+    def host_path(self, path):
+        """Where a path of the sandbox (say a file in kernel_cwd) is seen from the host
+        while the sandbox runs: under /proc/<init>/root. Links met on the way resolve
+        against the host's root, so open the last component with O_NOFOLLOW."""
+        if not self._init_alive():
+            raise ns.SandboxError("the kernel's sandbox is not running")
+        return f"/proc/{self.init_pid}/root{Path('/', path)}"
 
     def _init_alive(self):
         """Whether the sandbox's init (its pid 1) still runs: pids are compared with
