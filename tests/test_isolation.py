@@ -370,7 +370,11 @@ def test_student_imports_and_magics_work(kernel):
 def test_interrupt_reaches_the_kernel(kernel):
     km, kc = kernel
     msg_id = kc.execute("import time\ntime.sleep(60)")
-    time.sleep(2)
+    while True:  # the cell is running once its input is echoed (SIGINT is caught then)
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            break
+    time.sleep(0.5)
     km.interrupt_kernel()
     reply = kc.get_shell_msg(timeout=30)
     assert reply["parent_header"]["msg_id"] == msg_id

@@ -215,8 +215,13 @@ def build_root(spec):
         elif kind == "proc":
             mount("proc", _make_point(root, path, True), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         elif kind == "sysfs":
-            mount("sysfs", _make_point(root, path, True), "sysfs",
-                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            # torch reads the CPU topology there. A fresh sysfs shows this network
+            # namespace; where one cannot be mounted, the host's is shown read-only.
+            target = _make_point(root, path, True)
+            try:
+                mount("sysfs", target, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            except SetupError:
+                _bind(root, {"src": "/sys", "dst": path})
         else:
             raise SetupError(f"unknown mount operation {kind!r}")
 
