@@ -63,7 +63,8 @@ def main(argv=None):
         print(f"{name:20s} {med(name, 'ready'):8.2f} {med(name, 'total'):8.2f} "
               f"{best(name, 'total'):7.2f} {med(name, 'cpu'):6.2f}")
     sandbox, plain = KERNEL_NAME, "python3"
-    print(f"sandbox set-up (namespaces, mounts, copy): median {med(sandbox, 'setup') * 1000:.0f} ms")
+    print(f"sandbox set-up before the kernel starts (namespaces, mounts, copies): "
+          f"median {med(sandbox, 'setup') * 1000:.0f} ms")
     print(f"sandbox / plain: wall {med(sandbox, 'total') / med(plain, 'total'):.2f}x, "
           f"CPU {med(sandbox, 'cpu') / med(plain, 'cpu'):.2f}x "
           f"(+{med(sandbox, 'cpu') - med(plain, 'cpu'):.2f} s CPU per kernel)")

@@ -101,7 +101,8 @@ def test_kernel_spec_names_the_provisioner():
 def test_runs_code_over_ipc_as_an_unprivileged_user(kernel):
     km, kc = kernel
     assert km.transport == "ipc"
-    assert km.ip.startswith("/proc/") and km.ip.endswith("/run/jupyter/kernel")
+    link = Path(km.ip).parent
+    assert link.is_symlink() and os.readlink(link) == f"/proc/{km.provisioner.init_pid}/root/run/jupyter"
     status, out, _, outputs, _ = run(kc, "6 * 7")
     results = [m["content"]["data"]["text/plain"] for m in outputs if m["msg_type"] == "execute_result"]
     assert status == "ok" and results == ["42"]
@@ -113,6 +114,10 @@ def test_runs_code_over_ipc_as_an_unprivileged_user(kernel):
     assert inside["uid"] == inside["euid"] == 1000 and inside["gid"] == 1000
     assert inside["ppid"] == 1 and inside["pid"] < 10  # its own pid namespace
     assert inside["cwd"].endswith("submitted/alice/03_masked_softmax")
+    assert inside["cwd"] == km.provisioner.kernel_cwd
+    run(kc, "open('seen-from-outside.txt', 'w').write('hello')")
+    outside = km.provisioner.host_path(km.provisioner.kernel_cwd + "/seen-from-outside.txt")
+    assert Path(outside).read_text() == "hello"
     host_uid = subprocess.run(["ps", "-o", "uid=", "-p", str(km.provisioner.init_pid)],
                               capture_output=True, text=True).stdout.strip()
     assert host_uid == ("65534" if os.geteuid() == 0 else str(os.geteuid()))
@@ -365,7 +370,11 @@ def test_student_imports_and_magics_work(kernel):
 def test_interrupt_reaches_the_kernel(kernel):
     km, kc = kernel
     msg_id = kc.execute("import time\ntime.sleep(60)")
-    time.sleep(2)
+    while True:  # the cell is running once its input is echoed (SIGINT is caught then)
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            break
+    time.sleep(0.5)
     km.interrupt_kernel()
     reply = kc.get_shell_msg(timeout=30)
     assert reply["parent_header"]["msg_id"] == msg_id
@@ -395,6 +404,46 @@ def test_nothing_outlives_the_kernel(tmp_path, now):
     assert f"sleep {marker}" not in left and f"sleep {marker + 1}" not in left
     assert not Path(f"/proc/{init_pid}").exists() or \
         Path(f"/proc/{init_pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_restart_gives_a_fresh_sandbox_to_the_same_client(tmp_path):
+    km, kc = start(tmp_path)
+    try:
+        run(kc, "x = 1\nopen('/tmp/left', 'w').close()")
+        first = km.provisioner.init_pid
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=120)
+        assert km.provisioner.init_pid != first
+        status, _, _, _, reply = run(kc, "x")
+        assert status == "error" and reply["ename"] == "NameError"
+        assert probe(kc, "import os\nresult = os.path.exists('/tmp/left')") is False
+    finally:
+        stop(km, kc)
+
+
+def test_sandbox_dies_with_its_client(tmp_path):
+    """A client that exits without shutting its kernel down leaves nothing running."""
+    marker = 800000 + os.getpid() % 1000
+    script = textwrap.dedent(f"""
+        import os, sys
+        from jupyter_client.manager import KernelManager
+        km = KernelManager(kernel_name={KERNEL_NAME!r})
+        km.start_kernel(cwd={str(tmp_path)!r})
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=120)
+        kc.execute_interactive("import subprocess; subprocess.Popen(['sh', '-c', '(sleep {marker} &) &'])")
+        print("init", km.provisioner.init_pid, km.provisioner.rundir, flush=True)
+        os._exit(0)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    init_pid, rundir = proc.stdout.rsplit("init ", 1)[1].split()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (f"sleep {marker}" in host_processes()
+                                           or Path(f"/proc/{init_pid}/cmdline").exists()):
+        time.sleep(0.2)
+    assert f"sleep {marker}" not in host_processes()
+    assert not Path(rundir).exists()  # the launcher removed the sandbox's private folder
 
 
 def test_two_kernels_share_nothing(kernel, tmp_path):

@@ -7,6 +7,11 @@
     km = KernelManager(kernel_name=KERNEL_NAME, config=config)
     km.start_kernel(cwd=notebook_folder)         # the folder's copy is the kernel's cwd
 
+While it runs, km.provisioner tells where the kernel is: `kernel_cwd` (its working folder
+as it sees it), `host_path(path)` (that path seen from the host, under /proc/<init>/root),
+`init_pid`; `kernel_output()` is what the kernel printed to its stdout and stderr (for a
+kernel that died). A kernel that cannot start raises SandboxError with the reason.
+
 The kernel spec `attention-grading` (installed by `make install`) names the
 `attention-sandbox` provisioner (grader/isolation/provisioner.py); namespaces.py says
 what a sandbox contains, launch.py builds it, stub.py writes the `grader` package the

@@ -28,6 +28,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
@@ -214,8 +215,13 @@ def build_root(spec):
         elif kind == "proc":
             mount("proc", _make_point(root, path, True), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         elif kind == "sysfs":
-            mount("sysfs", _make_point(root, path, True), "sysfs",
-                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            # torch reads the CPU topology there. A fresh sysfs shows this network
+            # namespace; where one cannot be mounted, the host's is shown read-only.
+            target = _make_point(root, path, True)
+            try:
+                mount("sysfs", target, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            except SetupError:
+                _bind(root, {"src": "/sys", "dst": path})
         else:
             raise SetupError(f"unknown mount operation {kind!r}")
 
@@ -408,6 +414,7 @@ def unsharer(spec, fds):
     status = _read_line(status_r)
     os.close(status_r)
     if status == "ok":
+        report("built")
         report(seal(spec, pid))
     else:
         report(status if status.startswith("error ") else "error the sandbox's set-up stopped")
@@ -429,7 +436,6 @@ def seal(spec, init_pid):
     root, sees the sandbox's files; it is in no namespace the program can reach.)"""
     sockets = spec.get("sockets") or []
     import stat
-    import time
 
     while not all(os.path.exists(p) and stat.S_ISSOCK(os.lstat(p).st_mode) for p in sockets):
         pid, status = os.waitpid(init_pid, os.WNOHANG)
@@ -507,10 +513,10 @@ def main(spec_path):
             os._exit(1)
     for fd in (to_launcher_w, from_launcher_r, output_w, lifeline_r):
         os.close(fd)
-    init = {}
+    init, client = {}, os.getppid()
 
     def forward(signum, frame):
-        if init:
+        if init.get("pid"):
             try:
                 os.kill(init["pid"], signum)
             except ProcessLookupError:
@@ -533,7 +539,15 @@ def main(spec_path):
     with open(spec["log"], "ab") as log:
         open_fds = [to_launcher_r, output_r]
         while open_fds:
-            ready, _, _ = select.select(open_fds, [], [])
+            ready, _, _ = select.select(open_fds, [], [], 1.0)
+            if os.getppid() != client and init.get("pid"):
+                # The client is gone (it would have shut the kernel down): so is the sandbox.
+                fail("the kernel's client exited")
+                try:
+                    os.kill(init["pid"], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                init["pid"] = None
             for fd in ready:
                 try:
                     chunk = os.read(fd, 65536)
@@ -564,10 +578,13 @@ def main(spec_path):
                             os.close(from_launcher_w)
                         elif line.startswith("pid "):
                             init["pid"], init["start"] = map(int, line.split()[1:])
+                        elif line == "built":
+                            init["built_at"] = time.monotonic()
                         elif line == "sealed" and not reported:
                             reported = True
                             _write_state(spec["state"], {"state": "running", "init_pid": init["pid"],
-                                                         "init_start": init["start"]})
+                                                         "init_start": init["start"],
+                                                         "built_at": init["built_at"]})
                         elif line.startswith("error "):
                             fail(line[len("error "):])
     while True:
@@ -577,6 +594,10 @@ def main(spec_path):
         except InterruptedError:
             continue
     code = os.waitstatus_to_exitcode(status)
+    if os.getppid() != client:  # nobody is left to clean up after the sandbox
+        import shutil
+
+        shutil.rmtree(os.path.dirname(os.path.abspath(spec_path)), ignore_errors=True)
     sys.exit(code if code >= 0 else 128 - code)
 
 

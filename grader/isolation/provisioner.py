@@ -71,7 +71,9 @@ class SandboxProvisioner(LocalProvisioner):
     rundir = None
     init_pid = None
     init_start = None
-    setup_seconds = None  # time from launch to a ready sandbox (kernel not yet started)
+    setup_seconds = None  # from launch to a built sandbox (namespaces, mounts, copies)
+    ready_seconds = None  # from launch to the kernel's sockets, sealed
+    kernel_cwd = None  # the kernel's working folder, as the kernel sees it
     output = ""
 
     def limits(self):
@@ -102,13 +104,17 @@ class SandboxProvisioner(LocalProvisioner):
         if self.rundir is None:
             self.rundir = ns.make_rundir()
             write_stub(self.rundir / "stub")
+        # The client reaches the kernel's sockets through rundir/ipc, a link to the
+        # sandbox's socket folder (/proc/<init>/root/run/jupyter) renewed at each start,
+        # so that clients keep working across restarts.
         km.transport = "ipc"
-        km.ip = f"{ns.RUN_DIR}/{ns.IPC_NAME}"
+        km.ip = str(self.rundir / "ipc" / ns.IPC_NAME)
         workdir = self.workdir or kwargs.get("cwd")
         kwargs = await super().pre_launch(**kwargs)
         cmd = kwargs.pop("cmd")
         info = dict(km.get_connection_info())
         info["key"] = info["key"].decode() if isinstance(info["key"], bytes) else info["key"]
+        info["ip"] = f"{ns.RUN_DIR}/{ns.IPC_NAME}"  # the kernel's own view
         connection = self.rundir / "connection.json"
         connection.write_text(json.dumps(info))
         connection.chmod(0o600)
@@ -126,7 +132,8 @@ class SandboxProvisioner(LocalProvisioner):
                                copy_workdir=self.copy_workdir, stub_dir=self.rundir / "stub",
                                readable=self.readable, limits=self.limits(), env=env,
                                host_ids=(self.host_uid, self.host_gid), font_cache=ns.font_cache(),
-                               sockets=[f"{km.ip}-{port}" for port in km.ports])
+                               sockets=[f"{info['ip']}-{port}" for port in km.ports])
+        self.kernel_cwd = spec["cwd"]
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
 
     async def launch_kernel(self, cmd, **kwargs):
@@ -156,11 +163,21 @@ class SandboxProvisioner(LocalProvisioner):
             output = f"; the kernel wrote:\n{output[-4000:]}" if output else ""
             raise ns.SandboxError(f"the grading sandbox could not start: {state['error']}{output}")
         self.init_pid, self.init_start = state["init_pid"], state["init_start"]
-        self.setup_seconds = time.monotonic() - started
-        info = dict(self.connection_info)
-        info["ip"] = f"/proc/{self.init_pid}/root{ns.RUN_DIR}/{ns.IPC_NAME}"
-        self.connection_info = info
-        return info
+        self.setup_seconds = state["built_at"] - started
+        self.ready_seconds = time.monotonic() - started
+        link = self.rundir / "ipc"
+        (self.rundir / "ipc.new").unlink(missing_ok=True)
+        (self.rundir / "ipc.new").symlink_to(f"/proc/{self.init_pid}/root{ns.RUN_DIR}")
+        (self.rundir / "ipc.new").replace(link)
+        return self.connection_info
+
+    def host_path(self, path):
+        """Where a path of the sandbox (say a file in kernel_cwd) is seen from the host
+        while the sandbox runs: under /proc/<init>/root. Links met on the way resolve
+        against the host's root, so open the last component with O_NOFOLLOW."""
+        if not self._init_alive():
+            raise ns.SandboxError("the kernel's sandbox is not running")
+        return f"/proc/{self.init_pid}/root{Path('/', path)}"
 
     def _init_alive(self):
         """Whether the sandbox's init (its pid 1) still runs: pids are compared with
