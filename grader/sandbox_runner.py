@@ -135,6 +135,14 @@ def main():
                             "line": None}, "incidents": []})
             continue
         call = request["call"]
+        if request.get("facts"):  # plain facts about the student's code, no call
+            try:
+                reply = {"facts": student_call.code_facts(obj, call)}
+            except BaseException as err:
+                reply = {"facts": None, "note": type(err).__name__}
+            reply["incidents"], reported = incidents[reported:], len(incidents)
+            send(reply)
+            continue
         for key in ("args",):
             if key in call:
                 call[key] = [a.to(request["device"]) if isinstance(a, torch.Tensor) else a for a in call[key]]
@@ -142,7 +150,9 @@ def main():
             call["x"] = call["x"].to(request["device"])
             call["params"] = {k: v.to(request["device"]) for k, v in call["params"].items()}
         try:
-            reply = _plain(student_call.execute(obj, call), torch)
+            out, changed = student_call.execute_watched(obj, call)
+            reply = _plain(out, torch)
+            reply["changed"] = changed
         except BaseException as err:  # SystemExit included: the student's code may not stop us
             reply = {"error": _error(err)}
             if isinstance(err, MemoryError) or "allocate memory" in str(err):

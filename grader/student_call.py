@@ -21,7 +21,8 @@ def load_parameters(model, params, hint):
     want = {n: tuple(p.shape) for n, p in params.items()}
     if have != want:
         fmt = lambda d: ", ".join(f"{n} {s}" for n, s in sorted(d.items())) or "none"
-        extra = "\n  Did you leave bias=True?" if any(n.endswith("bias") for n in set(have) - set(want)) else ""
+        extra = "\n  Did you leave bias=True?" if any(
+            n.endswith(".bias") and n[:-5] + ".weight" in want for n in set(have) - set(want)) else ""
         raise ParameterMismatch(f"parameters do not match {hint}.\n  expected: {fmt(want)}\n"
                                 f"  yours:    {fmt(have)}{extra}")
     with torch.no_grad():
@@ -37,3 +38,231 @@ def execute(student, call):
     load_parameters(model, call["params"], call["param_hint"])
     with torch.no_grad():
         return model(x)
+
+
+# --- watching a call: inputs changed in place ----------------------------------------
+
+def _call_tensors(call):
+    """(name, tensor) for every tensor the call hands to the student's code."""
+    if call["kind"] == "function":
+        names = call.get("names") or [f"argument {i + 1}" for i in range(len(call["args"]))]
+        return [(n, a) for n, a in zip(names, call["args"]) if isinstance(a, torch.Tensor)]
+    return [("x", call["x"])] if isinstance(call.get("x"), torch.Tensor) else []
+
+
+def execute_watched(student, call):
+    """execute(), and which input tensors the student's code changed in place:
+    (out, [{"name", "changed", "total"}, ...]), plain data."""
+    before = [(n, t, t.detach().clone()) for n, t in _call_tensors(call)]
+    out = execute(student, call)
+    changed = []
+    for name, t, old in before:
+        try:
+            same = t.shape == old.shape and t.dtype == old.dtype and bool(
+                (t.detach() == old).logical_or(t.detach().isnan() & old.isnan()).all())
+        except Exception:  # a tensor the student turned into something unreadable
+            same = False
+        if not same:
+            n = int((t.detach() != old).sum()) if t.shape == old.shape and t.dtype == old.dtype else old.numel()
+            changed.append({"name": name, "changed": n, "total": old.numel()})
+    return out, changed
+
+
+def execute_on_meta(student, call):
+    """Run the call with its tensors on the meta device (no data, so no values), as a
+    check that the student's code follows the device of its inputs. Plain data back:
+    {"device", "dtype", "shape"} of the output, or {"error": type, "message"}."""
+    meta = lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t
+    call = dict(call)
+    if call["kind"] == "function":
+        call["args"] = [meta(a) for a in call["args"]]
+    else:
+        call["x"] = meta(call["x"])
+        call["params"] = {k: meta(v) for k, v in call["params"].items()}
+    try:
+        if call["kind"] == "function":
+            out = student(*call["args"])
+        else:
+            model = student(*call["ctor"], **call["ctor_kw"]).to(call["x"].device, call["x"].dtype)
+            with torch.no_grad():
+                out = model(call["x"])
+    except Exception as err:
+        return {"error": type(err).__name__, "message": str(err).splitlines()[0][:300] if str(err) else ""}
+    if type(out) is not torch.Tensor:
+        return {"type": type(out).__name__}
+    return {"device": str(out.device), "dtype": str(out.dtype), "shape": list(out.shape)}
+
+
+# --- plain facts about the student's code -------------------------------------------
+
+def _describe(value):
+    """A plain description of a value the student's code reads from its globals."""
+    import types
+
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        return {"type": type(value).__name__, "value": value}
+    if isinstance(value, torch.Tensor):
+        return {"type": "Tensor", "shape": list(value.shape), "dtype": str(value.dtype),
+                "device": str(value.device)}
+    if isinstance(value, types.ModuleType):
+        return {"type": "module", "name": value.__name__}
+    if isinstance(value, type):
+        return {"type": "class", "name": value.__qualname__, "module": str(value.__module__)}
+    if callable(value):
+        return {"type": "function", "name": str(getattr(value, "__name__", "")),
+                "module": str(getattr(value, "__module__", "") or "")}
+    return {"type": type(value).__name__}
+
+
+def _code_objects(code):
+    import types
+
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _functions_of(obj):
+    """The plain functions that make up obj: itself, or the methods of a class and of its
+    bases that are not torch's."""
+    if not isinstance(obj, type):
+        fn = getattr(obj, "__func__", obj)
+        return [fn] if hasattr(fn, "__code__") else []
+    fns = []
+    for klass in obj.__mro__:
+        if klass is object or str(klass.__module__).startswith("torch"):
+            continue
+        for member in vars(klass).values():
+            for fn in (getattr(member, "__func__", member), getattr(member, "fget", None),
+                       getattr(member, "fset", None)):
+                if hasattr(fn, "__code__"):
+                    fns.append(fn)
+    return fns
+
+
+_NAMES_CACHE = {}
+
+
+def _code_names(code):
+    """(global names, attribute names, assigns into a subscript, keyword names) of a code
+    object and the code nested in it; cached, since code objects never change."""
+    import dis
+
+    if code in _NAMES_CACHE:
+        return _NAMES_CACHE[code]
+    glob, attrs, stores, keywords = [], set(), False, set()
+    for co in _code_objects(code):
+        for ins in dis.get_instructions(co):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str):
+                glob.append(ins.argval)
+            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "LOAD_SUPER_ATTR") \
+                    and isinstance(ins.argval, str):
+                attrs.add(ins.argval)
+            elif ins.opname == "STORE_SUBSCR":
+                stores = True
+            elif ins.opname in ("KW_NAMES", "LOAD_CONST"):
+                value = co.co_consts[ins.arg] if ins.opname == "KW_NAMES" else ins.argval
+                if isinstance(value, tuple) and all(isinstance(a, str) for a in value):
+                    keywords.update(value)
+    if len(_NAMES_CACHE) > 4096:
+        _NAMES_CACHE.clear()
+    _NAMES_CACHE[code] = (tuple(dict.fromkeys(glob)), frozenset(attrs), stores, frozenset(keywords))
+    return _NAMES_CACHE[code]
+
+
+def _read_names(fns):
+    """Global names, attribute names, whether subscripts are assigned, keyword names, over fns."""
+    glob, attrs, stores, keywords = {}, set(), False, set()
+    for fn in fns:
+        names, more_attrs, more_stores, more_keywords = _code_names(fn.__code__)
+        for name in names:
+            glob.setdefault(name, fn)
+        attrs |= more_attrs
+        keywords |= more_keywords
+        stores = stores or more_stores
+        closure = getattr(fn, "__closure__", None) or ()
+        for name, cell in zip(fn.__code__.co_freevars, closure):
+            try:
+                glob.setdefault(name, (fn, cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+    return glob, attrs, stores, keywords
+
+
+def _instance_facts(model):
+    """Parameters, buffers, plain tensor attributes and shared submodules of a module."""
+    groups = {}
+    for name, mod in model.named_modules(remove_duplicate=False):
+        if name:
+            groups.setdefault(id(mod), []).append(name)
+    params = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        params.setdefault(id(p), []).append(name)
+    plain = []
+    for prefix, mod in model.named_modules():
+        for attr, val in vars(mod).items():
+            if isinstance(val, torch.Tensor) and not isinstance(val, torch.nn.Parameter):
+                plain.append({"name": f"{prefix}.{attr}" if prefix else attr, "dtype": str(val.dtype),
+                              "shape": list(val.shape)})
+    return {
+        "parameters": [[n, list(p.shape)] for n, p in model.named_parameters()],
+        "buffers": [[n, str(b.dtype)] for n, b in model.named_buffers()],
+        "shared_modules": [names for names in groups.values() if len(names) > 1],
+        "shared_parameters": [names for names in params.values() if len(names) > 1],
+        "tensor_attributes": plain,
+        "submodule_types": sorted({f"{type(m).__module__}.{type(m).__qualname__}"
+                                   for _, m in model.named_modules()}),
+    }
+
+
+def code_facts(obj, call=None):
+    """Plain facts about the student's function or class (strings, numbers, bools, lists
+    and dicts only, so they can cross a process boundary):
+
+    - globals: every global (or closure) name the code reads, with a description of its
+      value (an int's value, a tensor's shape, a function's module and name);
+    - attributes: the attribute and method names it uses (x.cumsum, F.softmax, ...);
+      keywords: the keyword argument names it passes (keepdim, dim, ...);
+    - helpers: the functions and classes of the same notebook it calls, whose code is
+      read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
+    - module: for a class and a module call, what an instance built with the call's
+      arguments holds (parameters, buffers, plain tensor attributes, shared submodules).
+    """
+    home = getattr(obj, "__module__", None)
+    todo, seen = [obj], set()
+    glob, attrs, helpers, stores, keywords = {}, set(), [], False, set()
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        names, more_attrs, more_stores, more_keywords = _read_names(_functions_of(item))
+        attrs |= more_attrs
+        keywords |= more_keywords
+        stores = stores or more_stores
+        for name, where in names.items():
+            if isinstance(where, tuple):  # a closure cell
+                found, value = True, where[1]
+            else:
+                g = getattr(where, "__globals__", {})
+                found, value = name in g, g.get(name)
+            if not found or name in glob or name.startswith("__"):
+                continue
+            glob[name] = _describe(value)
+            is_code = isinstance(value, type) or hasattr(value, "__code__")
+            if is_code and value is not obj and getattr(value, "__module__", None) == home \
+                    and not str(home).startswith("torch"):
+                helpers.append(name)
+                todo.append(value)
+    facts = {"kind": "class" if isinstance(obj, type) else "function",
+             "name": str(getattr(obj, "__name__", "")), "globals": glob,
+             "attributes": sorted(attrs), "keywords": sorted(keywords), "helpers": sorted(set(helpers)),
+             "stores_subscript": stores}
+    if isinstance(obj, type) and call is not None and call.get("kind") == "module":
+        try:
+            model = obj(*call["ctor"], **call["ctor_kw"])
+            facts["module"] = _instance_facts(model)
+        except Exception as err:
+            facts["module_error"] = type(err).__name__
+    return facts

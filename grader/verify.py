@@ -169,14 +169,14 @@ class Sandbox:
             raise SandboxDied
         return self.torch.load(io.BytesIO(self._read(size, deadline)), weights_only=True)
 
-    def request(self, name, call):
+    def request(self, name, call, facts=False):
         torch = self.torch
         cpu = lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v
         call = {k: ([cpu(a) for a in v] if k == "args" else
                     {n: cpu(t) for n, t in v.items()} if k == "params" else cpu(v))
                 for k, v in call.items()}
         buf = io.BytesIO()
-        torch.save({"name": name, "call": call, "device": self.device}, buf)
+        torch.save({"name": name, "call": call, "device": self.device, "facts": facts}, buf)
         self.proc.stdin.write(struct.pack(">I", len(buf.getvalue())) + buf.getvalue())
         self.proc.stdin.flush()
         return self._recv(time.monotonic() + CALL_TIMEOUT)
@@ -284,6 +284,7 @@ def verify_notebook(root, assignment, notebook, submitted_path, device=None):
                 incidents.append(f"{name}: the process died during a call")
                 raise RemoteError("SandboxError", "the process died during the call") from None
             incidents.extend(reply.get("incidents", []))
+            student.changed = reply.get("changed", [])
             if "error" in reply:
                 e = reply["error"]
                 raise RemoteError(e["type"], e["message"], e["line"])
@@ -295,16 +296,30 @@ def verify_notebook(root, assignment, notebook, submitted_path, device=None):
             if isinstance(out, sandbox.torch.Tensor) and reply.get("device", "cpu") != "cpu":
                 out = out.to(reply["device"])
             return out
-        return RemoteStudent(name, call)
+
+        def facts(spec):
+            if sandbox is None or sandbox.proc.poll() is not None:
+                return None
+            try:
+                reply = sandbox.request(name, spec, facts=True)
+            except (TimeoutError, SandboxDied, BrokenPipeError):
+                return None
+            incidents.extend(reply.get("incidents", []))
+            return reply.get("facts")
+
+        student = RemoteStudent(name, call, facts)
+        return student
 
     results = {}
     rng = random.SystemRandom()
+    config = pipeline.load_config(root)
     for grade_id, points, calls in test_cells(source):
         message = None
         for key, name, focus in calls:
             try:
                 run_check(EXERCISES[key], remote(name), focus, hidden=True,
-                          seed=rng.randrange(2**31), device=device, quiet=True)
+                          seed=rng.randrange(2**31), device=device, quiet=True, graded=True,
+                          config=config)
             except CheckError as err:
                 message = str(err).splitlines()[1].strip() if "\n" in str(err) else str(err)
                 break
