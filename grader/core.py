@@ -311,11 +311,15 @@ def _check_tensor(exercise, out, inputs, shape_info):
     dev = _input_device(inputs)
     if dev is not None and out.device != dev:
         raise CheckError(f"returned a tensor on {out.device}; the inputs are on {dev}.\n"
-                         "  Create new tensors with device=x.device (or register a buffer).")
+                         "  Create new tensors with device=x.device (or register a buffer).", finding="device")
     want_dtype = exercise.out_dtype(inputs) if exercise.out_dtype else _input_dtype(inputs)
     if want_dtype is not None and out.dtype != want_dtype:
+        if exercise.out_dtype:
+            raise CheckError(f"returned dtype {out.dtype}; expected {want_dtype}.\n"
+                             "  Keep torch's default dtype: no dtype=... when you create the tensor.",
+                             finding="dtype")
         raise CheckError(f"returned dtype {out.dtype}; expected {want_dtype} like the inputs.\n"
-                         "  Did you create a tensor without dtype=x.dtype?")
+                         "  Did you create a tensor without dtype=x.dtype?", finding="dtype")
     if out.is_floating_point() and not torch.isfinite(out).all():
         bad = (~torch.isfinite(out)).nonzero()[0].tolist()
         n = int((~torch.isfinite(out)).sum())
@@ -391,7 +395,7 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
             continue
         guess = _to_cpu64(guess)
         if _close(actual, guess, tol) or _close(actual.nan_to_num(0.0), guess.nan_to_num(0.0), tol):
-            return mistake
+            return diagnosis.refine(mistake, facts)
     if not analyse:
         return None
     try:
@@ -492,7 +496,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
             out = _check_tensor(exercise, out, inputs, shape_info)
         except CheckError as err:
             found = explain(_safe_cpu64(out))
-            raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found)) from None
+            raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found) or err.finding) from None
         ctx = Context(exercise, student, inputs, _to_cpu64(out), tol, facts)
         # a values check shows the smallest failing case
         case = lambda: _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
@@ -527,11 +531,10 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         raise CheckError(f"{label}\n  {_describe_exception(wrapped.err)}{_named(found)}",
                          finding=_finding_key(found)) from None
     except _ParameterError as err:
-        found = diagnosis.module_finding(facts())
-        if found is None and used:
-            found = diagnosis.Finding("shortcut", f"{used} does the whole exercise",
-                                      "graded runs refuse it; build the layers the exercise asks for.")
-        text = str(err).splitlines()[0] if found else str(err)  # the lists of names only when nothing is named
+        found = diagnosis.parameter_finding(str(err), facts(), used)
+        if found is not None and found.key == "bias":  # the message asks about it already
+            raise CheckError(f"{label}\n  {err}", finding=found.key) from None
+        text = "\n".join(str(err).splitlines()[:3])
         raise CheckError(f"{label}\n  {text}{_named(found)}", finding=_finding_key(found)) from None
     except CheckError as err:
         if not quiet and err.case is not None and _in_kernel():

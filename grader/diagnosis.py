@@ -16,9 +16,14 @@ Families:
 - layout: the right numbers after a permutation or a wrong reshape (heads merged without
   transposing back, time and heads mixed, operands of a matmul swapped, weights
   transposed);
-- sizes from notebook globals, and the sizes named in an error;
-- broadcasting: a normaliser without keepdim, a (T,) where (T, 1) was meant;
-- modules: one submodule shared by every head, a mask kept as a plain attribute.
+- sizes from notebook globals, and the sizes named in an error (or in a wrong shape);
+- broadcasting: a normaliser without keepdim, a (T,) where (T, 1) was meant, a factor
+  that changes along one dim, slices never written, NaN/inf confined to one position;
+- modules: one submodule shared by every head, a mask kept as a plain attribute,
+  layers in a plain list or built in forward, parameters of other sizes.
+
+Catalogued mistakes are said more precisely when the code shows how they came about
+(``refine``); a function that does the whole exercise is a shortcut (``shortcut``).
 
 The variants that compute attention live here, with the instructor, never in the code
 that runs next to the student's.
@@ -38,7 +43,6 @@ WEIGHTS = ("masked_softmax", "causal_weights")
 BAG = ("bag_of_words_loop", "bag_of_words_matmul")
 MHA = ("multi_head_attention", "batched_multi_head_attention")
 SIZE_NAMES = ("B", "T", "C", "head_size", "n_heads", "block_size")
-SHOWN = {"head_size": "head_size", "n_heads": "n_heads"}
 
 
 @dataclass(frozen=True)
@@ -74,10 +78,11 @@ def sizes(key, inputs):
 
 
 def _products(sz):
-    """Names for numbers: each size, then products of two and three sizes."""
+    """Names for numbers: each size, then products of two, three and four sizes."""
     names = {}
-    items = [(k, v) for k, v in sz.items() if k != "block_size" or v not in sz.values()]
-    for r in (1, 2, 3):
+    others = {v for k, v in sz.items() if k != "block_size"}
+    items = [(k, v) for k, v in sz.items() if k != "block_size" or v not in others]
+    for r in (1, 2, 3, 4):
         for combo in itertools.combinations_with_replacement(items, r):
             value = math.prod(v for _, v in combo)
             label = "\u00b7".join(k for k, _ in combo)
@@ -120,7 +125,9 @@ def _how(key, name):
     """How to read a size from the inputs of this exercise."""
     first = {"scaled_dot_product_attention": "q", "masked_softmax": "scores",
              "causal_weights": "scores"}.get(key, "x")
-    dims = {"B": "0", "T": "-2" if first == "scores" else "1", "C": "-1", "head_size": "-1"}
+    dims = {"B": "0", "T": "-2" if first == "scores" else "1", "C": "-1"}
+    if first == "q":
+        dims["head_size"] = "-1"
     if name in dims and key != "running_average_weights":
         return f"{name} = {first}.shape[{dims[name]}]"
     if name in ("n_heads", "block_size", "head_size"):
@@ -163,6 +170,55 @@ def globals_note(facts):
     if read:
         return (f"note: your code reads the notebook's global {', '.join(read)}; graded runs use other "
                 "sizes, so take them from the inputs.")
+    return None
+
+
+def _param_names(message, label):
+    m = re.search(rf"{label}:\s*(.*)", message)
+    return [part.strip().split(" ")[0] for part in m.group(1).split("), ")] if m else []
+
+
+def _param_shapes(message, label):
+    m = re.search(rf"{label}:\s*(.*)", message)
+    return dict(re.findall(r"([\w.]+) (\([\d, ]*\))", m.group(1))) if m else {}
+
+
+def parameter_finding(message, facts, used=None):
+    """Why the module's parameters are not the ones the exercise asks for."""
+    found = module_finding(facts)
+    if found and found.key == "shared_module":
+        return found
+    mod = (facts or {}).get("module") or {}
+    want, have = _param_names(message, "expected"), _param_names(message, "yours")
+    for name in mod.get("module_lists", ()):
+        return Finding("unregistered", f"self.{name} is a plain Python list of modules",
+                       f"their weights are not registered; use self.{name} = nn.ModuleList([...]).")
+    missing = sorted({n.split(".")[0] for n in want} - {n.split(".")[0] for n in have})
+    if used:
+        return Finding("shortcut", f"{used} does the whole exercise",
+                       "graded runs refuse it; build the layers the exercise asks for.")
+    if missing and len(have) < len(want) and not any(n.split(".")[0] in missing for n in have):
+        if len(want) - len(have) == len([n for n in want if n.split(".")[0] in missing]):
+            return Finding("unregistered", f"no parameters under {', '.join(missing)}",
+                           "layers created in forward, or kept in a plain list, are not registered: "
+                           "create them in __init__ (nn.ModuleList for a list).")
+    if any(n.endswith(".bias") and n[:-5] + ".weight" in want for n in set(have) - set(want)):
+        return Finding("bias", "layers with a bias", "nn.Linear(..., bias=False): the exercise's "
+                       "query, key and value layers have weights only.")
+    gone = [n for n in set(want) - set(have) if n.endswith(".bias")]
+    if gone and set(want) - set(have) == set(gone):
+        return Finding("bias_missing", f"{gone[0][:-5]} has no bias",
+                       f"keep the default bias of {gone[0][:-5]} (nn.Linear(..., bias=True)).")
+    shapes_want, shapes_have = _param_shapes(message, "expected"), _param_shapes(message, "yours")
+    differ = [n for n in shapes_want if n in shapes_have and shapes_want[n] != shapes_have[n]]
+    if differ and set(want) == set(have):
+        n = sorted(differ)[0]
+        return Finding("parameter_shapes", f"{n} is {shapes_have[n]}, not {shapes_want[n]}",
+                       "build the layers from the sizes you are given, in the order of the "
+                       "signature (C, head_size, block_size, causal).")
+    if len(want) == len(have) and sorted(want) != sorted(have):
+        return Finding("parameter_names", "the right kind of layers under other names",
+                       "the check loads weights by name: use the attribute names the exercise gives.")
     return None
 
 
@@ -361,18 +417,28 @@ def running_weights(T, form="rows", dtype=torch.float64):
         return (tril / tril.sum(1, keepdim=True)).mT
     if form == "columns":
         return tril / tril.sum(0, keepdim=True)
+    if form == "softmax":  # softmax of the 0/1 pattern: exp(0) = 1 above the diagonal
+        return torch.softmax(tril, dim=-1)
     return tril / tril.sum(1)  # (T, T) / (T,): the missing keepdim
 
 
 def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="wv",
             split=("T", "nh", "hs"), merge=("T", "nh", "hs"), heads_over_time=False,
-            fill=float("-inf"), weights="rows"):
+            fill=float("-inf"), weights="rows", along=1):
     """The exercise's output with the knobs turned; the defaults give the reference."""
     sz = sizes(key, inp)
     if key == "running_average_weights":
         return running_weights(int(inp["T"]), weights)
     if key in BAG:
         x = inp["x"]
+        if along == "flat":  # the batch flattened into one sequence of B * T tokens
+            B, T, C = x.shape
+            return (running_weights(B * T, weights, x.dtype) @ x.reshape(B * T, C)).view(B, T, C)
+        if along != 1:  # the running mean along another dim, or (along="mean d") a plain mean
+            if isinstance(along, str):
+                return x.mean(int(along[-1]), keepdim=True).expand_as(x)
+            moved = x.movedim(along, 1)
+            return (running_weights(moved.shape[1], weights, x.dtype) @ moved).movedim(1, along)
         return running_weights(x.shape[1], weights, x.dtype).to(x.device) @ x
     f = _default_factor(key, sz) if factor is None else factor
     if key in WEIGHTS:
@@ -529,6 +595,20 @@ def _weights_variants(key):
         yield (Finding("missing_keepdim", "row sums divided without keepdim=True",
                        "tril.sum(1) has shape (T,) and divides column j by row j's sum; "
                        "use tril.sum(1, keepdim=True), shape (T, 1)."), dict(weights="keepdim"))
+        yield (Finding("zero_fill", "a softmax of the 0/1 tril pattern",
+                       "the zeros above the diagonal still get weight exp(0) = 1: fill them with "
+                       "-inf before the softmax, or divide tril(ones) by its row sums."), dict(weights="softmax"))
+    if key in BAG:
+        yield (Finding("batch_flattened", "the batch flattened into one long sequence",
+                       "each sequence is averaged on its own: a (T, T) weight matrix times the "
+                       "(B, T, C) batch, no reshape."), dict(along="flat"))
+        for along, name in ((0, "B"), (2, "C")):
+            yield (Finding("wrong_dim", f"the running mean taken along {name} instead of T",
+                           f"average over the tokens (dim 1, T) of each sequence, not over {name}."),
+                   dict(along=along))
+            yield (Finding("wrong_dim", f"a mean over {name} instead of a running mean over T",
+                           "token t averages tokens 0..t of its own sequence: x[b, :t+1].mean(0)."),
+                   dict(along=f"mean {along}"))
 
 
 def _fill_variants(key):
@@ -579,13 +659,18 @@ def _fit_scale(key, inp, actual, close):
     return f if _matches(actual, out, close) else None
 
 
-def _say_number(f):
-    """0.25 -> '1/sqrt(16) = 1/4'; 0.3 -> '0.3'."""
+def _say_number(f, sz=None):
+    """0.25 -> '1/sqrt(16)'; 1/sqrt(10) with head_size = 5 -> '1/sqrt(10 = 2·head_size)'; 0.3 -> '0.3'."""
+    def said(n):
+        if not sz:
+            return str(n)
+        name = name_number(n, sz) or (f"2\u00b7{name_number(n // 2, sz)}" if n % 2 == 0 and name_number(n // 2, sz) else None)
+        return f"{n} = {name}" if name else str(n)
     inv = 1 / f
     if abs(inv**2 - round(inv**2)) < 1e-3 * inv**2 and round(inv**2) > 1:
-        return f"1/sqrt({round(inv ** 2)})"
+        return f"1/sqrt({said(round(inv ** 2))})"
     if abs(inv - round(inv)) < 1e-3 * inv and round(inv) > 1:
-        return f"1/{round(inv)}"
+        return f"1/{said(round(inv))}"
     return f"{f:.4g}"
 
 
@@ -623,6 +708,25 @@ def _express_factor(c, sz):
     for name, v in sz.items():
         if math.isclose(c, v, rel_tol=1e-4):
             return name
+    return None
+
+
+def unfilled_finding(actual, expected, close, names):
+    """Right everywhere except whole slices left at zero (a loop that stops early, a return
+    inside a loop)."""
+    for d in range(actual.dim()):
+        zero = [i for i in range(actual.shape[d]) if not actual.select(d, i).any()
+                and expected.select(d, i).abs().max() > 1e-6]
+        if not zero or len(zero) == actual.shape[d]:
+            continue
+        keep = [i for i in range(actual.shape[d]) if i not in zero]
+        idx = torch.tensor(keep)
+        if close(actual.index_select(d, idx), expected.index_select(d, idx)):
+            name = names[d] if names and d < len(names) else f"dim {d}"
+            where = ", ".join(map(str, zero[:4])) + (", ..." if len(zero) > 4 else "")
+            return Finding("unfilled", f"right everywhere except {name} = {where}, left at 0",
+                           "those were never written: a loop that stops early (range(T - 1)?) "
+                           "or a return inside the loop.")
     return None
 
 
@@ -674,6 +778,27 @@ def ratio_finding(actual, expected, close, tol, names, sz):
     return None
 
 
+def nonfinite_finding(actual, names):
+    """Where NaN/inf values sit: everywhere, or all at one index of one dim."""
+    bad = ~torch.isfinite(actual)
+    if not bad.any():
+        return None
+    if bad.all():
+        return Finding("all_nan", "every value is NaN or inf",
+                       "an inf met a 0 early on (0 * -inf, or inf - inf): hide scores with "
+                       "masked_fill(mask, float('-inf')), never by arithmetic with inf.")
+    where = bad.nonzero()
+    for d in range(actual.dim()):
+        idx = where[:, d].unique()
+        if idx.numel() == 1 and actual.shape[d] > 1 and (d > 0 or actual.dim() == 2):
+            name = names[d] if names and d < len(names) else f"dim {d}"
+            i = int(idx)
+            hint = ("a division by zero at the first position (a count of t instead of t + 1?)"
+                    if i == 0 else "a division by zero (or a row with nothing to average) there")
+            return Finding("nonfinite_at", f"the NaN/inf values all sit at {name} = {i}", hint + ".")
+    return None
+
+
 def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts=None,
             names=None, error=None):
     """A Finding that explains this output (or this error), or None.
@@ -690,6 +815,10 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
     finding = globals_finding(facts, sz, key=key)
     if finding or actual is None:
         return finding
+    if not torch.isfinite(actual).all():
+        return nonfinite_finding(actual, names)
+    if expected is not None and _matches(actual, expected, close):
+        return None  # right values: whatever failed, the values say nothing about it
     if expected is not None and actual.shape != expected.shape:
         return shape_finding(key, actual.shape, expected, close, names, sz)
     for finding, knobs in _variants(key, inp, sz):
@@ -703,15 +832,23 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
             return finding
     if expected is None:
         return None
-    finding = layout_finding(actual, expected, close, names) or ratio_finding(
-        actual, expected, close, tol or {"atol": 1e-5}, names, sz)
+    finding = layout_finding(actual, expected, close, names) or unfilled_finding(
+        actual, expected, close, names) or ratio_finding(actual, expected, close, tol or {"atol": 1e-5}, names, sz)
     if finding:
         return finding
+    thrown = sorted((facts or {}).get("discarded", ()))
+    if thrown:
+        return Finding("not_assigned", f"the result of {thrown[0]}(...) is thrown away",
+                       f"{thrown[0]} returns a new tensor and leaves its input as it was: assign it "
+                       f"(wei = wei.{thrown[0]}(...)).")
+    if "//" in (facts or {}).get("operators", ()):
+        return Finding("floor_division", "floor division //",
+                       "a // b rounds down to a whole number; divide with / for averages.")
     if key in ATTENTION + WEIGHTS:
         f = _fit_scale(key, inp, actual, close)
         if f is not None:
             want = CORRECT_SCALE.get(key, "head_size ** -0.5")
-            return Finding("scale", f"scores scaled by {_say_number(f)}",
+            return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
                            f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
     return None
 
@@ -720,7 +857,7 @@ def shape_finding(key, shape, expected, close, names, sz):
     """Why the output has this shape, said in the sizes."""
     named = name_shape(shape, sz)
     want = name_shape(expected.shape, sz)
-    if named is None:
+    if named is None or want is None:
         return None
     parts = named.strip("()").split(", ")
     if "n_heads" in parts and "head_size" in parts:
@@ -758,7 +895,8 @@ def error_finding(type_name, message, sz, facts=None, key=""):
         elif d == 0:
             hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
         else:
-            hint = "a 1-D tensor lines up with the last dim; keep reduced dims (keepdim=True) or shape a (T,) tensor as (T, 1)"
+            hint = ("one of the two was built from the wrong size (T = x.shape[1], not shape[0] or "
+                    "[-1]), or lacks a dim ((T, 1) for a (T,) vector, keepdim=True after a sum)")
         return Finding("broadcast", f"shapes do not line up: {nm(a)} meets {nm(b)} (dimension {d})", hint + ".")
     m = re.search(r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
                   r"non-singleton dimension (\d+)", message)
@@ -785,8 +923,19 @@ def error_finding(type_name, message, sz, facts=None, key=""):
                   r"but got: \[(\d+), (\d+)\]", message)
     if m:
         a, b, c, d = map(int, m.groups())
-        return Finding("matmul_sizes", f"a batched matmul expected ({nm(a)}, {nm(b)}) but got ({nm(c)}, {nm(d)})",
-                       "the inner sizes must agree: transpose the last two dims of the second operand (.mT).")
+        return Finding("matmul_sizes", f"a batched matmul whose first operand has {nm(b)} columns "
+                       f"while the second has {nm(d)} rows",
+                       "the inner sizes must agree: a size read from the wrong dim, or an operand "
+                       "that needs .mT (transpose(-2, -1)).")
+    m = re.search(r"name '(\w+)' is not defined", message)
+    if m and m.group(1) in ("C", "head_size", "block_size", "causal", "n_heads"):
+        n = m.group(1)
+        return Finding("not_stored", f"forward reads {n}, an argument of __init__",
+                       f"__init__'s arguments are gone once it returns: keep it (self.{n} = {n}) and "
+                       f"read self.{n}.")
+    if "Boolean value of Tensor with more than one value is ambiguous" in message:
+        return Finding("tensor_truth", "a tensor used as a True/False condition",
+                       "to ask whether an argument was given, test `if mask is not None:`.")
     if "view size is not compatible with input tensor's size and stride" in message:
         return Finding("view_after_transpose", ".view on a transposed (non-contiguous) tensor",
                        "after a transpose use .reshape(...) (or .contiguous().view(...)).")
@@ -812,6 +961,9 @@ def error_finding(type_name, message, sz, facts=None, key=""):
     if m:
         return Finding("unpack", "unpacking a shape with the wrong number of names",
                        f"the input here has sizes {_sizes_text(sz)}; unpack as many names as it has dims.")
+    if "masked_fill" in message and "bool" in message:
+        return Finding("mask_dtype", "a mask that is not boolean",
+                       "masked_fill needs a bool mask: use tril == 0, or .bool().")
     if re.search(r"same dtype|expected scalar type|dtype", message) and type_name in ("RuntimeError", "TypeError"):
         return Finding("dtype_mixed", "tensors of two dtypes mixed",
                        "create new tensors with dtype=x.dtype (and device=x.device), or .to(x).")
@@ -855,6 +1007,20 @@ def device_message(result, facts):
 
 
 # --- shortcuts ----------------------------------------------------------------------------------
+
+def refine(mistake, facts):
+    """A catalogued mistake said more precisely when the code shows how it came about."""
+    attrs = _attrs(facts)
+    key = getattr(mistake, "key", None)
+    if key == "finite_fill" and "nan_to_num" in attrs:
+        return Finding("nan_to_num_early", "nan_to_num before the softmax",
+                       "it turns -inf into a finite number, so a fully masked row comes out uniform: "
+                       "call nan_to_num(0.0) on the weights, after the softmax.")
+    if key == "mask_ignored" and "masked_fill" in (facts or {}).get("discarded", ()):
+        return Finding("not_assigned", "the mask has no effect: is masked_fill's result kept?",
+                       "masked_fill returns a new tensor and leaves wei as it was: wei = wei.masked_fill(...).")
+    return mistake
+
 
 def shortcut(key, facts, forbidden):
     """The name of a function from the forbidden list (or from the course's own grader)

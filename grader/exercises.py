@@ -127,7 +127,29 @@ def _follows_inputs(ctx):
     return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None) if meta else None
 
 
+def _stable(ctx):
+    """Large scores must not overflow: the softmax of scores * 40 (up to a few hundred) is
+    still a finite set of weights, and the reference's."""
+    cpu64 = lambda inputs: {k: v.detach().to("cpu", torch.float64) if isinstance(v, torch.Tensor) and
+                            v.is_floating_point() else v.cpu() if isinstance(v, torch.Tensor) else v
+                            for k, v in inputs.items()}
+    if not ctx.close(ctx.out, ctx.exercise.reference(*cpu64(ctx.inputs).values())):
+        return None  # wrong already at ordinary scores: the values check says how
+    new = dict(ctx.inputs)
+    new["scores"] = ctx.inputs["scores"] * 40
+    biggest = float(new["scores"].abs().max())
+    problem = ctx.try_run(new)
+    if problem is None:
+        if ctx.close(ctx.run(new), ctx.exercise.reference(*cpu64(new).values())):
+            return None
+        problem = "the weights differ from the reference."
+    return (f"with large scores (up to {biggest:.0f}) {problem.splitlines()[0]}\n"
+            "  exp overflows there: subtract each row's largest score first (torch.softmax does).",
+            "unstable")
+
+
 FOLLOWS_INPUTS = Invariant("follows_inputs", _follows_inputs)
+STABLE = Invariant("stable", _stable)
 ROWS_SUM_TO_ONE = Invariant("rows_sum_to_one", _rows_sum_to_one)
 MASKED_GET_ZERO = Invariant("masked_get_zero", _masked_get_zero)
 FULLY_MASKED_ROWS = Invariant("fully_masked_rows", _fully_masked_rows)
@@ -303,7 +325,7 @@ EXERCISES = {
             "fully_masked_rows": Focus("a fully masked row comes out as zeros", case="empty_rows",
                                        invariants=(FULLY_MASKED_ROWS,)),
             "values": Focus("matches the reference values", case="empty_rows",
-                            invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO), values=True),
+                            invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO, STABLE), values=True),
         },
         mistakes=mistakes.MASKED_SOFTMAX),
     "causal_weights": Exercise(
@@ -315,7 +337,7 @@ EXERCISES = {
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
             "causal": Focus("gives the future no weight", invariants=(FUTURE_GETS_ZERO, MASK_CAUSAL)),
             "values": Focus("matches the reference values",
-                            invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL), values=True),
+                            invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL, STABLE), values=True),
         },
         mistakes=mistakes.CAUSAL_WEIGHTS),
     "head": Exercise(

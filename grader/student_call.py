@@ -99,19 +99,20 @@ def _describe(value):
     """A plain description of a value the student's code reads from its globals."""
     import types
 
-    if isinstance(value, bool) or isinstance(value, (int, float)):
-        return {"type": type(value).__name__, "value": value}
+    for kind in (bool, int, float):  # plain values only, never the student's subclasses
+        if isinstance(value, kind):
+            return {"type": kind.__name__, "value": kind(value)}
     if isinstance(value, torch.Tensor):
-        return {"type": "Tensor", "shape": list(value.shape), "dtype": str(value.dtype),
+        return {"type": "Tensor", "shape": [int(d) for d in value.shape], "dtype": str(value.dtype),
                 "device": str(value.device)}
     if isinstance(value, types.ModuleType):
-        return {"type": "module", "name": value.__name__}
+        return {"type": "module", "name": str(value.__name__)}
     if isinstance(value, type):
-        return {"type": "class", "name": value.__qualname__, "module": str(value.__module__)}
+        return {"type": "class", "name": str(value.__qualname__), "module": str(value.__module__)}
     if callable(value):
         return {"type": "function", "name": str(getattr(value, "__name__", "")),
                 "module": str(getattr(value, "__module__", "") or "")}
-    return {"type": type(value).__name__}
+    return {"type": str(type(value).__name__)}
 
 
 def _code_objects(code):
@@ -142,52 +143,73 @@ def _functions_of(obj):
 
 
 _NAMES_CACHE = {}
+# Methods that return a new tensor: a statement that calls one and keeps nothing did nothing.
+OUT_OF_PLACE = {"masked_fill", "softmax", "nan_to_num", "transpose", "view", "reshape", "tril", "triu",
+                "to", "float", "double", "clone", "contiguous", "clamp", "where", "mul", "div", "add",
+                "sub", "permute", "unsqueeze", "squeeze", "expand", "flip"}
 
 
 def _code_names(code):
-    """(global names, attribute names, assigns into a subscript, keyword names) of a code
-    object and the code nested in it; cached, since code objects never change."""
+    """What a code object (and the code nested in it) uses: global names, attribute names,
+    keyword names, binary operators, whether it assigns into a subscript, and the
+    out-of-place methods whose result a statement throws away. Cached: code never changes."""
     import dis
 
     if code in _NAMES_CACHE:
         return _NAMES_CACHE[code]
-    glob, attrs, stores, keywords = [], set(), False, set()
+    used = {"globals": [], "attributes": set(), "keywords": set(), "operators": set(),
+            "discarded": set(), "stores_subscript": False}
     for co in _code_objects(code):
+        statement, previous = [], None
         for ins in dis.get_instructions(co):
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str):
-                glob.append(ins.argval)
+                used["globals"].append(ins.argval)
             elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "LOAD_SUPER_ATTR") \
                     and isinstance(ins.argval, str):
-                attrs.add(ins.argval)
+                used["attributes"].add(ins.argval)
+                statement.append(ins.argval)
             elif ins.opname == "STORE_SUBSCR":
-                stores = True
+                used["stores_subscript"] = True
+            elif ins.opname == "BINARY_OP":
+                used["operators"].add(ins.argrepr.rstrip("="))
+            elif ins.opname in ("BINARY_FLOOR_DIVIDE", "INPLACE_FLOOR_DIVIDE"):  # before Python 3.11
+                used["operators"].add("//")
             elif ins.opname in ("KW_NAMES", "LOAD_CONST"):
                 value = co.co_consts[ins.arg] if ins.opname == "KW_NAMES" else ins.argval
                 if isinstance(value, tuple) and all(isinstance(a, str) for a in value):
-                    keywords.update(value)
+                    used["keywords"].update(value)
+            if ins.opname == "POP_TOP" and previous is not None and previous.startswith("CALL"):
+                used["discarded"].update(n for n in statement if n in OUT_OF_PLACE)
+            if ins.opname.startswith(("STORE_", "POP_TOP", "RETURN", "POP_JUMP", "JUMP")):
+                statement = []
+            previous = ins.opname
     if len(_NAMES_CACHE) > 4096:
         _NAMES_CACHE.clear()
-    _NAMES_CACHE[code] = (tuple(dict.fromkeys(glob)), frozenset(attrs), stores, frozenset(keywords))
-    return _NAMES_CACHE[code]
+    used["globals"] = list(dict.fromkeys(used["globals"]))
+    _NAMES_CACHE[code] = used
+    return used
 
 
 def _read_names(fns):
-    """Global names, attribute names, whether subscripts are assigned, keyword names, over fns."""
-    glob, attrs, stores, keywords = {}, set(), False, set()
+    """What the functions use (as _code_names), merged, with each global name mapped to
+    the function that reads it, or to (function, value) for a closure's cell."""
+    glob = {}
+    merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
+              "stores_subscript": False}
     for fn in fns:
-        names, more_attrs, more_stores, more_keywords = _code_names(fn.__code__)
-        for name in names:
+        used = _code_names(fn.__code__)
+        for name in used["globals"]:
             glob.setdefault(name, fn)
-        attrs |= more_attrs
-        keywords |= more_keywords
-        stores = stores or more_stores
+        for k in ("attributes", "keywords", "operators", "discarded"):
+            merged[k] |= used[k]
+        merged["stores_subscript"] = merged["stores_subscript"] or used["stores_subscript"]
         closure = getattr(fn, "__closure__", None) or ()
         for name, cell in zip(fn.__code__.co_freevars, closure):
             try:
                 glob.setdefault(name, (fn, cell.cell_contents))
             except ValueError:  # an empty cell
                 pass
-    return glob, attrs, stores, keywords
+    return glob, merged
 
 
 def _instance_facts(model):
@@ -199,18 +221,22 @@ def _instance_facts(model):
     params = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         params.setdefault(id(p), []).append(name)
-    plain = []
+    plain, lists = [], []
     for prefix, mod in model.named_modules():
         for attr, val in vars(mod).items():
+            name = f"{prefix}.{attr}" if prefix else attr
             if isinstance(val, torch.Tensor) and not isinstance(val, torch.nn.Parameter):
-                plain.append({"name": f"{prefix}.{attr}" if prefix else attr, "dtype": str(val.dtype),
-                              "shape": list(val.shape)})
+                plain.append({"name": name, "dtype": str(val.dtype), "shape": list(val.shape)})
+            elif not attr.startswith("_") and isinstance(val, (list, tuple, dict)) and any(
+                    isinstance(v, torch.nn.Module) for v in (val.values() if isinstance(val, dict) else val)):
+                lists.append(name)  # modules in a plain container: not registered
     return {
         "parameters": [[n, list(p.shape)] for n, p in model.named_parameters()],
         "buffers": [[n, str(b.dtype)] for n, b in model.named_buffers()],
         "shared_modules": [names for names in groups.values() if len(names) > 1],
         "shared_parameters": [names for names in params.values() if len(names) > 1],
         "tensor_attributes": plain,
+        "module_lists": lists,
         "submodule_types": sorted({f"{type(m).__module__}.{type(m).__qualname__}"
                                    for _, m in model.named_modules()}),
     }
@@ -223,7 +249,9 @@ def code_facts(obj, call=None):
     - globals: every global (or closure) name the code reads, with a description of its
       value (an int's value, a tensor's shape, a function's module and name);
     - attributes: the attribute and method names it uses (x.cumsum, F.softmax, ...);
-      keywords: the keyword argument names it passes (keepdim, dim, ...);
+      keywords: the keyword argument names it passes (keepdim, dim, ...); operators: the
+      binary operators it uses (//, @, ...); discarded: out-of-place methods (masked_fill,
+      ...) called in a statement that keeps no result;
     - helpers: the functions and classes of the same notebook it calls, whose code is
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
@@ -231,16 +259,18 @@ def code_facts(obj, call=None):
     """
     home = getattr(obj, "__module__", None)
     todo, seen = [obj], set()
-    glob, attrs, helpers, stores, keywords = {}, set(), [], False, set()
+    glob, helpers = {}, []
+    merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
+              "stores_subscript": False}
     while todo:
         item = todo.pop()
         if id(item) in seen:
             continue
         seen.add(id(item))
-        names, more_attrs, more_stores, more_keywords = _read_names(_functions_of(item))
-        attrs |= more_attrs
-        keywords |= more_keywords
-        stores = stores or more_stores
+        names, used = _read_names(_functions_of(item))
+        for k in ("attributes", "keywords", "operators", "discarded"):
+            merged[k] |= used[k]
+        merged["stores_subscript"] = merged["stores_subscript"] or used["stores_subscript"]
         for name, where in names.items():
             if isinstance(where, tuple):  # a closure cell
                 found, value = True, where[1]
@@ -252,13 +282,13 @@ def code_facts(obj, call=None):
             glob[name] = _describe(value)
             is_code = isinstance(value, type) or hasattr(value, "__code__")
             if is_code and value is not obj and getattr(value, "__module__", None) == home \
-                    and not str(home).startswith("torch"):
+                    and not str(home).startswith(("torch", "grader")):
                 helpers.append(name)
                 todo.append(value)
     facts = {"kind": "class" if isinstance(obj, type) else "function",
              "name": str(getattr(obj, "__name__", "")), "globals": glob,
-             "attributes": sorted(attrs), "keywords": sorted(keywords), "helpers": sorted(set(helpers)),
-             "stores_subscript": stores}
+             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded")},
+             "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"]}
     if isinstance(obj, type) and call is not None and call.get("kind") == "module":
         try:
             model = obj(*call["ctor"], **call["ctor_kw"])

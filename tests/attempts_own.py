@@ -83,7 +83,7 @@ def running_average_weights(T):
 def running_average_weights(T):
     return torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)
 '''),
-    dict(notebook="02_tril_matmul", exercise="running_average_weights", id="own-divide-by-T",
+    dict(notebook="02_tril_matmul", exercise="running_average_weights", id="own-weights-divide-by-T",
          intended="divides the tril by T", expect=["factor_along_dim", "not_normalised"], code='''
 def running_average_weights(T):
     return torch.tril(torch.ones(T, T)) / T
@@ -587,5 +587,167 @@ class BatchedMultiHeadAttention(nn.Module):
 
     def forward(self, x):
         return self.attn(x, x, x, need_weights=False)[0]
+'''),
+    # --- a second round, written before the analyses that now name them ---------------------
+
+    dict(notebook="01_bag_of_words", exercise="bag_of_words_loop", id="own-div-t", intended='divides the sum by t (0 at the first token)', expect=['nonfinite_at'], code='''
+def bag_of_words_loop(x):
+    B, T, C = x.shape
+    xbow = torch.zeros_like(x)
+    for b in range(B):
+        for t in range(T):
+            xbow[b, t] = x[b, : t + 1].sum(0) / t
+    return xbow
+'''),
+    dict(notebook="01_bag_of_words", exercise="bag_of_words_loop", id="own-token-mean", intended="each token's mean over its channels", expect=['wrong_dim'], code='''
+def bag_of_words_loop(x):
+    B, T, C = x.shape
+    xbow = torch.zeros_like(x)
+    for b in range(B):
+        for t in range(T):
+            xbow[b, t] = x[b, t].mean()
+    return xbow
+'''),
+    dict(notebook="01_bag_of_words", exercise="bag_of_words_loop", id="own-idx-swapped", intended='batch and time indices swapped', expect=[], code='''
+def bag_of_words_loop(x):
+    B, T, C = x.shape
+    xbow = torch.zeros_like(x)
+    for b in range(B):
+        for t in range(T):
+            xbow[b, t] = x[: t + 1, b].mean(0)
+    return xbow
+'''),
+    dict(notebook="02_tril_matmul", exercise="running_average_weights", id="own-softmax-tril", intended='softmax of tril(ones)', expect=['zero_fill'], code='''
+def running_average_weights(T):
+    return torch.tril(torch.ones(T, T)).softmax(-1)
+'''),
+    dict(notebook="02_tril_matmul", exercise="bag_of_words_matmul", id="own-no-norm", intended='tril of ones, not normalised, in the matmul', expect=['running_sum'], code='''
+def bag_of_words_matmul(x):
+    T = x.shape[1]
+    return torch.tril(torch.ones(T, T, dtype=x.dtype, device=x.device)) @ x
+'''),
+    dict(notebook="03_masked_softmax", exercise="masked_softmax", id="own-renorm-nan", intended='softmax, zero the masked, renormalise (0/0 in empty rows)', expect=['nan_fully_masked'], code='''
+def masked_softmax(scores, mask):
+    w = torch.softmax(scores, -1) * (~mask)
+    return w / w.sum(-1, keepdim=True)
+'''),
+    dict(notebook="03_masked_softmax", exercise="masked_softmax", id="own-where", intended='torch.where after the softmax', expect=['mask_after_softmax'], code='''
+def masked_softmax(scores, mask):
+    return torch.where(mask, torch.zeros_like(scores), torch.softmax(scores, dim=-1))
+'''),
+    dict(notebook="03_masked_softmax", exercise="causal_weights", id="own-tril-softmax", intended='scores.tril() then softmax', expect=['zero_fill'], code='''
+def causal_weights(scores):
+    return scores.tril().softmax(-1)
+'''),
+    dict(notebook="04_single_head", exercise="Head", id="own-weight-matmul", intended='x @ layer.weight without .T', expect=['matmul_sizes'], code='''
+class Head(nn.Module):
+    def __init__(self, C, head_size, block_size, causal=True):
+        super().__init__()
+        self.query = nn.Linear(C, head_size, bias=False)
+        self.key = nn.Linear(C, head_size, bias=False)
+        self.value = nn.Linear(C, head_size, bias=False)
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+        self.causal = causal
+
+    def forward(self, x):
+        T = x.shape[1]
+        q, k, v = x @ self.query.weight, x @ self.key.weight, x @ self.value.weight
+        wei = q @ k.transpose(-2, -1)
+        if self.causal:
+            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+        return torch.softmax(wei, dim=-1) @ v
+'''),
+    dict(notebook="04_single_head", exercise="Head", id="own-global-headsize-scale", intended="scales by the notebook's head_size", expect=['global_size', 'scale'], code='''
+class Head(nn.Module):
+    def __init__(self, C, head_size, block_size, causal=True):
+        super().__init__()
+        self.query = nn.Linear(C, head_size, bias=False)
+        self.key = nn.Linear(C, head_size, bias=False)
+        self.value = nn.Linear(C, head_size, bias=False)
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+        self.causal = causal
+
+    def forward(self, x):
+        T = x.shape[1]
+        wei = self.query(x) @ self.key(x).transpose(-2, -1) / head_size ** 0.5
+        if self.causal:
+            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+        return torch.softmax(wei, dim=-1) @ self.value(x)
+'''),
+    dict(notebook="04_single_head", exercise="Head", id="own-bias-true", intended='nn.Linear with its bias', expect=['bias'], code='''
+class Head(nn.Module):
+    def __init__(self, C, head_size, block_size, causal=True):
+        super().__init__()
+        self.query = nn.Linear(C, head_size)
+        self.key = nn.Linear(C, head_size)
+        self.value = nn.Linear(C, head_size)
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+        self.causal = causal
+
+    def forward(self, x):
+        T = x.shape[1]
+        wei = self.query(x) @ self.key(x).transpose(-2, -1)
+        if self.causal:
+            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+        return torch.softmax(wei, dim=-1) @ self.value(x)
+'''),
+    dict(notebook="05_scaled_attention", exercise="scaled_dot_product_attention", id="own-mask-mul-inf", intended='mask.float() * -inf added to the scores', expect=['all_nan'], code='''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    wei = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+    if mask is not None:
+        wei = wei + mask.float() * float("-inf")
+    return torch.softmax(wei, dim=-1) @ v
+'''),
+    dict(notebook="05_scaled_attention", exercise="scaled_dot_product_attention", id="own-scale-v", intended='scale applied to the output', expect=['scale_after_softmax'], code='''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    wei = q @ k.transpose(-2, -1)
+    if mask is not None:
+        wei = wei.masked_fill(mask, float("-inf"))
+    return torch.softmax(wei, dim=-1) @ v * q.shape[-1] ** -0.5
+'''),
+    dict(notebook="05_scaled_attention", exercise="scaled_dot_product_attention", id="own-sqrt-sum", intended='sqrt of the sum of both head sizes', expect=['scale'], code='''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    wei = q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1] + q.shape[-1])
+    if mask is not None:
+        wei = wei.masked_fill(mask, float("-inf"))
+    return torch.softmax(wei, dim=-1) @ v
+'''),
+    dict(notebook="06_multi_head", exercise="MultiHeadAttention", id="own-heads-in-forward", intended='heads built inside forward', expect=['unregistered'], code='''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, C, n_heads, head_size, block_size, causal=True):
+        super().__init__()
+        self.args = (C, head_size, block_size, causal)
+        self.n_heads = n_heads
+        self.proj = nn.Linear(n_heads * head_size, C)
+
+    def forward(self, x):
+        heads = [Head(*self.args) for _ in range(self.n_heads)]
+        return self.proj(torch.cat([h(x) for h in heads], dim=-1))
+'''),
+    dict(notebook="06_multi_head", exercise="MultiHeadAttention", id="own-proj-per-head", intended='heads summed, no concatenation or projection', expect=['shape_named'], code='''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, C, n_heads, head_size, block_size, causal=True):
+        super().__init__()
+        self.heads = nn.ModuleList([Head(C, head_size, block_size, causal) for _ in range(n_heads)])
+        self.proj = nn.Linear(n_heads * head_size, C)
+
+    def forward(self, x):
+        return sum(h(x) for h in self.heads)
+'''),
+    dict(notebook="06_multi_head", exercise="BatchedMultiHeadAttention", id="own-single-linear-qkv", intended='never split into heads', expect=['one_wide_head'], code='''
+class BatchedMultiHeadAttention(nn.Module):
+    def __init__(self, C, n_heads, head_size, block_size, causal=True):
+        super().__init__()
+        self.n_heads, self.head_size, self.causal = n_heads, head_size, causal
+        self.query = nn.Linear(C, n_heads * head_size, bias=False)
+        self.key = nn.Linear(C, n_heads * head_size, bias=False)
+        self.value = nn.Linear(C, n_heads * head_size, bias=False)
+        self.proj = nn.Linear(n_heads * head_size, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.proj(out)
 '''),
 ]

@@ -9,7 +9,8 @@ notebook's at that point (its imports, the globals its earlier cells leave behin
 the hidden values check and a graded values check. Classification:
 
 - undetected: every check passes (a shortcut counts as detected when the graded check
-  refuses it);
+  refuses it); for an attempt that is a right answer written another way, "correct" when
+  every check passes, and misleading when any fails;
 - misleading: a failing check names a mistake outside the attempt's expected ones;
 - named: a failing check names one of the expected mistakes;
 - generic: the checks fail without naming a mistake.
@@ -73,6 +74,10 @@ def student_attempts():
     return json.loads(path.read_text()) if path.exists() else []
 
 
+def is_correct(attempt):
+    return attempt.get("classification") == "correct-passed" or attempt.get("correct", False)
+
+
 def load(attempt):
     """The student's function or class, defined as in the notebook."""
     key = KEYS[attempt["exercise"]]
@@ -108,6 +113,8 @@ def run(attempt):
             failures.append((label, err.finding, str(err)))
     expect = set(attempt.get("expect", ()))
     named = {f for _, f, _ in failures if f}
+    if is_correct(attempt):  # a right answer written another way: every check must pass
+        return ("correct" if not failures else "misleading"), failures
     if not failures:
         verdict = "undetected"
     elif named - expect:
@@ -137,8 +144,9 @@ def main(argv):
         print(json.dumps(rows, indent=1))
     for source, c in counts.items():
         total = sum(c.values())
-        print(f"{source}: {total} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
-              + f"; named {100 * c.get('named', 0) / total:.0f}%")
+        wrong = total - c.get("correct", 0)
+        print(f"{source}: {total} attempts ({wrong} wrong): " + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+              + f"; named {100 * c.get('named', 0) / max(wrong, 1):.0f}% of the wrong ones")
 
 
 if __name__ == "__main__":
