@@ -572,7 +572,9 @@ def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, ex
     """The smallest failing case, for the picture: the check's inputs cut to the fewest
     time steps that still fail, and the batch element that differs most."""
     case, shown_T = (expected, actual), diagnosis.time_steps(key, inputs64)
-    for L in range(2, shown_T):
+    for L in sorted({2, 3, 4, shown_T // 2} - {shown_T}):  # a few runs at most, smallest first
+        if L >= shown_T:
+            break
         small64 = diagnosis.crop(key, inputs64, L)
         small = to_device(small64, dev, dtype)
         try:
