@@ -12,15 +12,16 @@ import io
 import os
 import random
 import re
+import sys
 import threading
 import traceback
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
 
-from grader import student_call
+from grader import diagnosis, shortcuts, student_call
 
 # (device type, dtype) -> tolerances for torch.testing.assert_close.
 TOLERANCES = {
@@ -34,13 +35,42 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 class CheckError(AssertionError):
-    """A check failed; the message is meant for the learner."""
+    """A check failed; the message is meant for the learner.
+
+    finding: the key of the mistake the message names, if any. case: when a values check
+    failed, the smallest failing case as data ({"title", "kind", "expected", "actual"}: 2-D
+    tensors); picture: the same as PNG bytes, "expected | yours | difference" heatmaps
+    (drawn when first asked for), else None."""
+
+    def __init__(self, message="", *, finding=None, case=None, finding_name=None):
+        super().__init__(message)
+        # finding: a key, or a named mistake (Mistake / Finding) whose key and name are kept
+        self.finding = getattr(finding, "key", finding)
+        self.finding_name = getattr(finding, "name", None) or finding_name
+        self.case, self._png = case, None
 
     def _render_traceback_(self):
         """IPython shows exactly these lines for a failing check: the message, without
         the grader's frames (the cell still fails, so it still scores 0)."""
         first, *rest = str(self).splitlines() or [""]
         return [f"\x1b[0;31mCheckError\x1b[0m: {first}", *rest]
+
+    @property
+    def picture(self):
+        if self._png is None and self.case is not None:
+            try:
+                c = self.case
+                self._png = diagnosis.picture(c["expected"], c["actual"], c["title"], c["kind"])
+            except Exception:  # a picture that cannot be drawn is left out, never an error
+                self._png = b""
+        return self._png or None
+
+
+@dataclass
+class CheckResult:
+    """A passed check: its label, and notes (e.g. a shortcut that graded runs refuse)."""
+    label: str
+    notes: tuple = ()
 
 
 def resolve_device(device=None):
@@ -60,7 +90,7 @@ def tolerance(device, dtype):
 class Invariant:
     """A property every correct answer has, tested before the values."""
     name: str
-    fn: Callable  # fn(ctx) -> None or a message
+    fn: Callable  # fn(ctx) -> None, a message, or (message, finding key) when it names the mistake
 
 
 @dataclass
@@ -95,11 +125,30 @@ class Context:
     inputs: dict  # on the check's device and dtype
     out: torch.Tensor  # the student's output, float64 on the CPU
     tol: dict
+    facts: Optional[Callable] = None  # () -> grader.student_call.code_facts of the student's code
 
     def run(self, inputs):
         out = _call_student(self.exercise, self.student, inputs)
         _check_tensor(self.exercise, out, inputs, self.exercise.shape(inputs))
         return _to_cpu64(out)
+
+    def try_run(self, inputs):
+        """None when the student's code runs cleanly on these inputs, else what went wrong."""
+        try:
+            self.run(inputs)
+        except _StudentError as wrapped:
+            return _describe_exception(wrapped.err)
+        except CheckError as err:
+            return str(err)
+        return None
+
+    def on_meta(self):
+        """The student's code run with its inputs on the meta device (plain data), or None
+        where the code runs elsewhere (a sandbox gets real devices only)."""
+        if isinstance(self.student, RemoteStudent):
+            return None
+        with _quiet():
+            return student_call.execute_on_meta(self.student, self.exercise.call(self.inputs))
 
     def close(self, a, b):
         return _close(a, b, self.tol)
@@ -189,10 +238,14 @@ def _quiet():
 class RemoteStudent:
     """The student's code running elsewhere (the verification sandbox).
 
-    call(spec) returns the plain result, or raises RemoteError for the student's error."""
+    call(spec) returns the plain result, or raises RemoteError for the student's error; after
+    each call, changed lists the inputs the call changed in place (plain dicts, see
+    grader.student_call.execute_watched). facts(spec), when given, returns
+    grader.student_call.code_facts of the student's code."""
 
-    def __init__(self, name, call):
-        self.__name__, self.call = name, call
+    def __init__(self, name, call, facts=None):
+        self.__name__, self.call, self.facts = name, call, facts
+        self.changed = []
 
 
 class RemoteError(Exception):
@@ -201,21 +254,39 @@ class RemoteError(Exception):
         self.type_name, self.line = type_name, line
 
 
+class _ParameterError(CheckError):
+    """The student's module does not have the parameters the exercise asks for."""
+
+
+class _Mutated(Exception):
+    """The student's code changed its inputs in place (changed: plain dicts)."""
+
+    def __init__(self, changed, out):
+        super().__init__("inputs changed in place")
+        self.changed, self.out = changed, out
+
+
 def _call_student(exercise, student, inputs):
     call = exercise.call(inputs)
     try:
         if isinstance(student, RemoteStudent):
-            return student.call(call)
-        with _quiet():
-            return student_call.execute(student, call)
+            student.changed = []
+            out = student.call(call)
+            changed = student.changed
+        else:
+            with _quiet():
+                out, changed = student_call.execute_watched(student, call)
     except student_call.ParameterMismatch as err:
-        raise CheckError(str(err)) from None
+        raise _ParameterError(str(err)) from None
     except RemoteError as err:
         if err.type_name == "ParameterMismatch":
-            raise CheckError(str(err)) from None
+            raise _ParameterError(str(err)) from None
         raise _StudentError(err) from None
     except Exception as err:  # the student's code failed; explain, do not crash
         raise _StudentError(err) from None
+    if changed:
+        raise _Mutated(changed, out)
+    return out
 
 
 def _type_name(obj):
@@ -249,11 +320,15 @@ def _check_tensor(exercise, out, inputs, shape_info):
     dev = _input_device(inputs)
     if dev is not None and out.device != dev:
         raise CheckError(f"returned a tensor on {out.device}; the inputs are on {dev}.\n"
-                         "  Create new tensors with device=x.device (or register a buffer).")
+                         "  Create new tensors with device=x.device (or register a buffer).", finding="device")
     want_dtype = exercise.out_dtype(inputs) if exercise.out_dtype else _input_dtype(inputs)
     if want_dtype is not None and out.dtype != want_dtype:
+        if exercise.out_dtype:
+            raise CheckError(f"returned dtype {out.dtype}; expected {want_dtype}.\n"
+                             "  Keep torch's default dtype: no dtype=... when you create the tensor.",
+                             finding="dtype")
         raise CheckError(f"returned dtype {out.dtype}; expected {want_dtype} like the inputs.\n"
-                         "  Did you create a tensor without dtype=x.dtype?")
+                         "  Did you create a tensor without dtype=x.dtype?", finding="dtype")
     if out.is_floating_point() and not torch.isfinite(out).all():
         bad = (~torch.isfinite(out)).nonzero()[0].tolist()
         n = int((~torch.isfinite(out)).sum())
@@ -294,6 +369,8 @@ def _to_cpu64(t):
 def _close(a, b, tol):
     if a.shape != b.shape:
         return False
+    if a.dtype == b.dtype and a.device == b.device and a.is_floating_point():
+        return bool(torch.allclose(a, b, equal_nan=True, **tol))  # the same test, without a report
     try:
         torch.testing.assert_close(a, b, equal_nan=True, check_dtype=False, **tol)
         return True
@@ -310,8 +387,11 @@ def largest_difference(actual, expected):
             f"expected {float(expected[idx]):.6g}, got {float(actual[idx]):.6g}")
 
 
-def diagnose(exercise, inputs64, actual=None, error=None, tol=None):
-    """The catalogued mistake that reproduces this output (or this exception), if any."""
+def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=None,
+             expected=None, names=None, analyse=True):
+    """The catalogued mistake that reproduces this output (or this exception), if any;
+    else, with analyse, what grader.diagnosis infers from the output, the expected output
+    and the facts about the student's code (a Finding), or None."""
     for mistake in exercise.mistakes:
         try:
             with _quiet():
@@ -324,8 +404,22 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None):
             continue
         guess = _to_cpu64(guess)
         if _close(actual, guess, tol) or _close(actual.nan_to_num(0.0), guess.nan_to_num(0.0), tol):
-            return mistake
-    return None
+            return diagnosis.refine(mistake, facts)
+    if not analyse:
+        return None
+    try:
+        cpu = {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
+        err = None if error is None else (_error_type(error), str(error))
+        with _quiet():
+            return diagnosis.analyse(_exercise_key(exercise), cpu, actual=actual, expected=expected,
+                                     close=lambda a, b: _close(a, b, tol), tol=tol, facts=facts,
+                                     names=names, error=err)
+    except Exception:  # an analysis that fails leaves the message as it is
+        return None
+
+
+def _error_type(err):
+    return err.type_name if isinstance(err, RemoteError) else type(err).__name__
 
 
 def _same_error(a, b):
@@ -339,15 +433,130 @@ def _named(mistake):
     return f"\n  Likely mistake: {mistake.name} \u2014 {mistake.hint}" if mistake else ""
 
 
-class _Named(CheckError):
-    """A CheckError that knows which catalogued mistake it named."""
-
-    def __init__(self, message, mistake=None):
-        super().__init__(message + _named(mistake))
-        self.mistake = (mistake.key, mistake.name) if mistake else (None, None)
-
-
 # --- the check -----------------------------------------------------------------------
+
+def run_check(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
+              dtype=torch.float32, fixed=None, quiet=False, graded=False, config=None):
+    """Run one focus of one exercise on the student's code; raise CheckError on failure,
+    return a CheckResult on success.
+
+    graded: a graded run, where a shortcut (grader.shortcuts) fails the check; in
+    JupyterLab it passes with a note. config: the traitlets config with the instructor's
+    Shortcuts (default: the course's nbgrader_config.py)."""
+    __tracebackhide__ = True
+    if focus not in exercise.focuses:
+        raise ValueError(f"unknown focus {focus!r} for {exercise.name}; "
+                         f"choose from {sorted(exercise.focuses)}")
+    spec = exercise.focuses[focus]
+    _check_student_object(exercise, student)
+    dev = resolve_device(device)
+    tol = tolerance(dev, dtype)
+
+    if hidden:
+        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        gen = torch.Generator().manual_seed(seed)
+        inputs64 = exercise.draw(gen, spec.case, draw_dims(exercise, gen))
+        expected = None
+        where = f" (hidden check, seed {seed})"
+    else:
+        case = (fixed or _load_fixed(exercise))[spec.case]
+        inputs64, expected = case["inputs"], case["expected"]
+        where = ""
+
+    inputs = to_device(inputs64, dev, dtype)
+    inputs64_dev = to_device(inputs64, dev, torch.float64)
+    shape_info = exercise.shape(inputs)
+    name = _student_name(student, exercise)
+    label = f"{name}: {spec.description}{where}"
+    key = _exercise_key(exercise)
+    names = re.findall(r"\w+", shape_info[1])
+    cache = {}
+
+    def facts(instance=True):  # what an instance holds is looked at only when something failed
+        name = "facts" if instance else "static"
+        if name not in cache:
+            cache[name] = _code_facts(exercise, student, inputs if instance else None)
+        return cache[name]
+
+    def reference():
+        if "expected" not in cache:
+            cache["expected"] = expected if expected is not None else _to_cpu64(
+                exercise.reference(*inputs64.values()))
+        return cache["expected"]
+
+    def explain(actual=None, error=None):
+        return diagnose(exercise, inputs64_dev, actual, error, tol, facts=facts(),
+                        expected=reference(), names=names)
+
+    notes = ()
+    used = diagnosis.shortcut(key, facts(instance=False), shortcuts.forbidden(config))
+    if used and graded:
+        raise CheckError(f"{label}\n  uses {used}, which does the whole exercise: a graded run "
+                         "gives this check no points.\n  Write the computation out yourself.",
+                         finding="shortcut")
+    if used:
+        notes = (f"note: {used} does the whole exercise; it passes here, but a graded run gives "
+                 "this check no points.",)
+    first = True
+    try:
+        out = _call_student(exercise, student, inputs)
+        first = False
+        try:
+            out = _check_tensor(exercise, out, inputs, shape_info)
+        except CheckError as err:
+            found = explain(_safe_cpu64(out))
+            raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found) or err.finding,
+                             finding_name=err.finding_name) from None
+        ctx = Context(exercise, student, inputs, _to_cpu64(out), tol, facts)
+        # a values check shows the smallest failing case
+        case = lambda: _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
+                                      reference(), name) if spec.values else None
+        baseline = diagnosis.trivial(key, _cpu(inputs64), ctx.out, ctx.close)
+        if baseline:
+            found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
+            raise CheckError(diagnosis.trivial_message(key, baseline) + _named(found), finding="trivial")
+        for inv in spec.invariants:
+            problem = inv.fn(ctx)
+            if isinstance(problem, tuple):  # (message, finding): the invariant names the mistake itself
+                raise CheckError(problem[0], finding=problem[1])
+            if problem:
+                found = explain(ctx.out)
+                raise CheckError(problem + _named(found), finding=_finding_key(found), case=case())
+        if spec.values:
+            try:
+                torch.testing.assert_close(ctx.out, reference(), check_dtype=False, **tol)
+            except AssertionError:
+                found = explain(ctx.out)
+                raise CheckError(f"values differ from the reference: "
+                                 f"{largest_difference(ctx.out, reference())}{_named(found)}",
+                                 finding=_finding_key(found), case=case()) from None
+    except _Mutated as mutated:
+        right = None
+        if first and isinstance(mutated.out, torch.Tensor) and tuple(mutated.out.shape) == tuple(shape_info[0]):
+            right = _close(_to_cpu64(mutated.out), reference(), tol)
+        raise CheckError(f"{label}\n  {diagnosis.mutation_message(name, mutated.changed, facts(), right)}",
+                         finding="input_mutation") from None
+    except _StudentError as wrapped:
+        found = explain(error=wrapped.err)
+        raise CheckError(f"{label}\n  {_describe_exception(wrapped.err)}{_named(found)}",
+                         finding=_finding_key(found)) from None
+    except _ParameterError as err:
+        found = diagnosis.parameter_finding(str(err), facts(), used)
+        if found is not None and found.key == "bias":  # the message asks about it already
+            raise CheckError(f"{label}\n  {err}", finding=found.key) from None
+        text = "\n".join(str(err).splitlines()[:3])
+        raise CheckError(f"{label}\n  {text}{_named(found)}", finding=_finding_key(found)) from None
+    except CheckError as err:
+        if not quiet and err.case is not None and _in_kernel():
+            _show_png(err.picture)
+        raise CheckError(f"{label}\n  {err}", finding=err.finding, case=err.case,
+                         finding_name=err.finding_name) from None
+    note = diagnosis.globals_note(facts(instance=False)) if not graded else None
+    notes += (note,) if note else ()
+    if not quiet:
+        print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
+    return CheckResult(label, notes)
+
 
 @dataclass
 class Outcome:
@@ -360,92 +569,106 @@ class Outcome:
     passed: bool
     label: str  # "<student>: <what the focus checks>[ (hidden check, seed N)]"
     message: str = ""  # for the learner when it failed: what is wrong, maybe the likely mistake
-    mistake: Optional[str] = None  # the key of the named catalogued mistake
+    mistake: Optional[str] = None  # the key of the named mistake (catalogue or analysis)
     mistake_name: Optional[str] = None  # and its name, as the message gives it
+    notes: tuple = ()  # for a passed check (e.g. a shortcut noted in JupyterLab)
+    picture: Optional[bytes] = field(default=None, repr=False)  # PNG: expected | yours | difference
 
     def line(self):
-        """The one line a passing check prints."""
-        return f"\u2713 {self.label}"
+        """What a passing check prints."""
+        return f"\u2713 {self.label}" + "".join(f"\n  {note}" for note in self.notes)
 
     def to_json(self):
-        return dict(vars(self))
+        data = dict(vars(self))
+        data.pop("picture")
+        data["notes"] = list(self.notes)
+        return data
 
 
 def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
-             dtype=torch.float32, fixed=None):
-    """Run one focus of one exercise on the student's code and return its Outcome."""
-    __tracebackhide__ = True
-    if focus not in exercise.focuses:
-        raise ValueError(f"unknown focus {focus!r} for {exercise.name}; "
-                         f"choose from {sorted(exercise.focuses)}")
+             dtype=torch.float32, fixed=None, graded=False, config=None):
+    """run_check as data: the check's Outcome, never an exception for the student's sake."""
+    if hidden and seed is None:
+        seed = random.SystemRandom().randrange(2**31)
     spec = exercise.focuses[focus]
-    dev = resolve_device(device)
-    tol = tolerance(dev, dtype)
-    if hidden:
-        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     where = f" (hidden check, seed {seed})" if hidden else ""
     label = f"{_student_name(student, exercise)}: {spec.description}{where}"
-    outcome = lambda passed, message="", mistake=(None, None): Outcome(
-        exercise.name, _student_name(student, exercise), focus, hidden, seed if hidden else None,
-        passed, label, message, *mistake)
+    make = lambda **kw: Outcome(exercise.name, _student_name(student, exercise), focus, hidden,
+                                seed if hidden else None, label=label, **kw)
     try:
-        _check_student_object(exercise, student)
-        _run(exercise, student, spec, hidden, seed, dev, dtype, tol, fixed)
-    except _Named as err:
-        return outcome(False, f"{label}\n  {err}", err.mistake)
+        result = run_check(exercise, student, focus, hidden=hidden, seed=seed, device=device,
+                           dtype=dtype, fixed=fixed, quiet=True, graded=graded, config=config)
     except CheckError as err:
-        return outcome(False, f"{label}\n  {err}")
-    return outcome(True)
+        return make(passed=False, message=str(err), mistake=err.finding,
+                    mistake_name=err.finding_name, picture=err.picture)
+    return make(passed=True, notes=tuple(result.notes))
 
 
-def _run(exercise, student, spec, hidden, seed, dev, dtype, tol, fixed):
-    if hidden:
-        gen = torch.Generator().manual_seed(seed)
-        inputs64 = exercise.draw(gen, spec.case, draw_dims(exercise, gen))
-        expected = None
-    else:
-        case = (fixed or _load_fixed(exercise))[spec.case]
-        inputs64, expected = case["inputs"], case["expected"]
-    inputs = to_device(inputs64, dev, dtype)
-    inputs64_dev = to_device(inputs64, dev, torch.float64)
-    shape_info = exercise.shape(inputs)
+def _cpu(inputs):
+    return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def _finding_key(found):
+    """The named mistake itself (CheckError keeps its key and name), or None."""
+    return found if getattr(found, "key", None) else None
+
+
+def _code_facts(exercise, student, inputs=None):
+    """grader.student_call.code_facts of the student's code (plain data), or None; with
+    inputs, also what an instance of a module built for them holds."""
+    call = exercise.call(inputs) if inputs is not None else {"kind": "code"}
     try:
-        out = _call_student(exercise, student, inputs)
+        if isinstance(student, RemoteStudent):
+            return student.facts(call) if student.facts else None
+        with _quiet():
+            return student_call.code_facts(student, call)
+    except Exception:
+        return None
+
+
+def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, expected, name):
+    """The smallest failing case, for the picture: the check's inputs cut to the fewest
+    time steps that still fail, and the batch element that differs most."""
+    case, shown_T = (expected, actual), diagnosis.time_steps(key, inputs64)
+    for L in sorted({2, 3, 4, shown_T // 2} - {shown_T}):  # a few runs at most, smallest first
+        if L >= shown_T:
+            break
+        small64 = diagnosis.crop(key, inputs64, L)
+        small = to_device(small64, dev, dtype)
         try:
-            out = _check_tensor(exercise, out, inputs, shape_info)
-        except CheckError as err:
-            actual = _safe_cpu64(out)
-            raise _Named(str(err), diagnose(exercise, inputs64_dev, actual, tol=tol)) from None
-        ctx = Context(exercise, student, inputs, _to_cpu64(out), tol)
-        for inv in spec.invariants:
-            problem = inv.fn(ctx)
-            if problem:
-                raise _Named(problem, diagnose(exercise, inputs64_dev, ctx.out, tol=tol))
-        if spec.values:
-            if expected is None:
-                expected = _to_cpu64(exercise.reference(*inputs64.values()))
-            try:
-                torch.testing.assert_close(ctx.out, expected, check_dtype=False, **tol)
-            except AssertionError:
-                raise _Named(f"values differ from the reference: "
-                             f"{largest_difference(ctx.out, expected)}",
-                             diagnose(exercise, inputs64_dev, ctx.out, tol=tol)) from None
-    except _StudentError as wrapped:
-        raise _Named(_describe_exception(wrapped.err),
-                     diagnose(exercise, inputs64_dev, error=wrapped.err, tol=tol)) from None
+            out = _to_cpu64(_check_tensor(exercise, _call_student(exercise, student, small), small,
+                                          exercise.shape(small)))
+        except (_StudentError, _Mutated, CheckError):
+            continue
+        want = _to_cpu64(exercise.reference(*small64.values()))
+        if not _close(out, want, tol):
+            case, shown_T = (want, out), L
+            break
+    want2d, got2d, where = diagnosis.slice_2d(key, *case)
+    return {"title": f"{name}: smallest failing case ({where}T = {shown_T})",
+            "kind": diagnosis.picture_kind(key), "expected": want2d, "actual": got2d}
 
 
-def run_check(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
-              dtype=torch.float32, fixed=None, quiet=False):
-    """Run one focus of one exercise on the student's code: print one line starting with a
-    tick, or raise CheckError naming what went wrong."""
-    __tracebackhide__ = True
-    result = evaluate(exercise, student, focus, hidden=hidden, seed=seed, device=device,
-                      dtype=dtype, fixed=fixed)
-    if not result.passed:
-        raise CheckError(result.message)
-    if not quiet:
-        print(result.line())
+def _in_kernel():
+    """True inside a Jupyter kernel's main thread (where a picture can be shown)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or threading.current_thread() is not threading.main_thread():
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _show_png(png):
+    if png:
+        from IPython.display import Image, display
+
+        display(Image(data=png, format="png"))
+
+
+def _exercise_key(exercise):
+    from grader.exercises import EXERCISES
+
+    return next(k for k, ex in EXERCISES.items() if ex is exercise)
 
 
 def _student_name(student, exercise):
@@ -471,9 +694,8 @@ _FIXED_CACHE = {}
 
 def _load_fixed(exercise):
     from grader import fixtures
-    from grader.exercises import EXERCISES
 
-    key = next(k for k, ex in EXERCISES.items() if ex is exercise)
+    key = _exercise_key(exercise)
     if key not in _FIXED_CACHE:
         _FIXED_CACHE[key] = fixtures.load(key)
     return _FIXED_CACHE[key]

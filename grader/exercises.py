@@ -2,9 +2,9 @@
 draw, which invariants hold, and which test cell checks what ("focuses")."""
 import torch
 
-from grader import mistakes
+from grader import diagnosis, mistakes
 from grader import reference as ref
-from grader.core import Exercise, Focus, Invariant
+from grader.core import Exercise, Focus, Invariant, to_device
 
 _NOISE_SEED = 1234
 
@@ -110,6 +110,46 @@ def _last_token(ctx):
         return "the last token sees the whole sequence: out[:, -1] must equal x.mean(1)."
 
 
+def _follows_inputs(ctx):
+    """The code follows its inputs: with float64 inputs it works and returns float64; with
+    its inputs on another device (the meta device: no data) it creates nothing on the CPU."""
+    floats = [v for v in ctx.inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    if not floats:
+        return None
+    other = torch.float32 if floats[0].dtype == torch.float64 else torch.float64
+    problem = ctx.try_run(to_device(ctx.inputs, floats[0].device, other))
+    if problem:
+        first, _, rest = problem.partition("\n")
+        hint = "" if "dtype=" in rest else "\n  Create new tensors with dtype=x.dtype and device=x.device."
+        return (f"with {str(other).replace('torch.', '')} inputs, {first}" + (f"\n{rest}" if rest else "")
+                + hint, "follows_inputs")
+    meta = ctx.on_meta()
+    return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None) if meta else None
+
+
+def _stable(ctx):
+    """Large scores must not overflow: the softmax of scores * 40 (up to a few hundred) is
+    still a finite set of weights, and the reference's."""
+    cpu64 = lambda inputs: {k: v.detach().to("cpu", torch.float64) if isinstance(v, torch.Tensor) and
+                            v.is_floating_point() else v.cpu() if isinstance(v, torch.Tensor) else v
+                            for k, v in inputs.items()}
+    if not ctx.close(ctx.out, ctx.exercise.reference(*cpu64(ctx.inputs).values())):
+        return None  # wrong already at ordinary scores: the values check says how
+    new = dict(ctx.inputs)
+    new["scores"] = ctx.inputs["scores"] * 40
+    biggest = float(new["scores"].abs().max())
+    problem = ctx.try_run(new)
+    if problem is None:
+        if ctx.close(ctx.run(new), ctx.exercise.reference(*cpu64(new).values())):
+            return None
+        problem = "the weights differ from the reference."
+    return (f"with large scores (up to {biggest:.0f}) {problem.splitlines()[0]}\n"
+            "  exp overflows there: subtract each row's largest score first (torch.softmax does).",
+            "unstable")
+
+
+FOLLOWS_INPUTS = Invariant("follows_inputs", _follows_inputs)
+STABLE = Invariant("stable", _stable)
 ROWS_SUM_TO_ONE = Invariant("rows_sum_to_one", _rows_sum_to_one)
 MASKED_GET_ZERO = Invariant("masked_get_zero", _masked_get_zero)
 FULLY_MASKED_ROWS = Invariant("fully_masked_rows", _fully_masked_rows)
@@ -119,7 +159,7 @@ FUTURE_GETS_ZERO = Invariant("future_gets_zero", _future_gets_zero)
 # --- calling the student's code (the calls run through grader.student_call) ----------
 
 def _call_function(*names):
-    return lambda inputs: {"kind": "function", "args": [inputs[n] for n in names]}
+    return lambda inputs: {"kind": "function", "args": [inputs[n] for n in names], "names": list(names)}
 
 
 def _call_head(inputs):
@@ -239,7 +279,7 @@ def _bag_exercise(name):
         dims={"B": (3, (2, 5)), "T": (7, (4, 12)), "C": (5, (2, 9))}, distinct=("B", "T", "C"),
         shape=lambda i: (i["x"].shape, "(B, T, C)"),
         focuses={
-            "output": Focus("returns a (B, T, C) tensor like x"),
+            "output": Focus("returns a (B, T, C) tensor like x", invariants=(FOLLOWS_INPUTS,)),
             "first_token": Focus("the first token is its own average",
                                  invariants=(Invariant("first_token", _first_token),)),
             "last_token": Focus("the last token averages the whole sequence",
@@ -279,13 +319,13 @@ EXERCISES = {
         dims={"B": (3, (2, 5)), "T": (6, (3, 10))}, distinct=("B", "T"),
         shape=lambda i: (i["scores"].shape, "(B, T, T)"),
         focuses={
-            "output": Focus("returns weights shaped like the scores"),
+            "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
             "masked_get_zero": Focus("masked positions get weight 0", invariants=(MASKED_GET_ZERO,)),
             "fully_masked_rows": Focus("a fully masked row comes out as zeros", case="empty_rows",
                                        invariants=(FULLY_MASKED_ROWS,)),
             "values": Focus("matches the reference values", case="empty_rows",
-                            invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO), values=True),
+                            invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO, STABLE), values=True),
         },
         mistakes=mistakes.MASKED_SOFTMAX),
     "causal_weights": Exercise(
@@ -293,11 +333,11 @@ EXERCISES = {
         draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
         shape=lambda i: (i["scores"].shape, "(B, T, T)"),
         focuses={
-            "output": Focus("returns weights shaped like the scores"),
+            "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
             "causal": Focus("gives the future no weight", invariants=(FUTURE_GETS_ZERO, MASK_CAUSAL)),
             "values": Focus("matches the reference values",
-                            invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL), values=True),
+                            invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL, STABLE), values=True),
         },
         mistakes=mistakes.CAUSAL_WEIGHTS),
     "head": Exercise(
@@ -307,7 +347,7 @@ EXERCISES = {
         distinct=("B", "T", "C", "head_size", "block_size"),
         shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), "(B, T, head_size)"),
         focuses={
-            "output": Focus("returns (B, T, head_size)"),
+            "output": Focus("returns (B, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
             "batch_independent": Focus("keeps the sequences of a batch apart", invariants=(HEAD_BATCH,)),
             "values": Focus("matches the reference values (causal)",
@@ -323,7 +363,7 @@ EXERCISES = {
         distinct=("B", "T", "head_size"),
         shape=lambda i: (i["v"].shape, "(B, T, head_size)"),
         focuses={
-            "output": Focus("returns (B, T, head_size)", case="causal"),
+            "output": Focus("returns (B, T, head_size)", case="causal", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("with a causal mask, never looks at future keys", case="causal",
                             invariants=(SDPA_CAUSAL,)),
             "no_mask": Focus("matches the reference values without a mask", case="no_mask",
@@ -346,7 +386,7 @@ def _mha_exercise(name, batched):
         module=True, dims=_MHA_DIMS, distinct=("B", "T", "C", "head_size", "n_heads", "block_size"),
         shape=lambda i: (i["x"].shape, "(B, T, C)"),
         focuses={
-            "output": Focus("returns (B, T, C)"),
+            "output": Focus("returns (B, T, C)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
             "values": Focus("matches the reference values (causal)",
                             invariants=(HEAD_CAUSAL, HEAD_BATCH), values=True),

@@ -21,7 +21,8 @@ def load_parameters(model, params, hint):
     want = {n: tuple(p.shape) for n, p in params.items()}
     if have != want:
         fmt = lambda d: ", ".join(f"{n} {s}" for n, s in sorted(d.items())) or "none"
-        extra = "\n  Did you leave bias=True?" if any(n.endswith("bias") for n in set(have) - set(want)) else ""
+        extra = "\n  Did you leave bias=True?" if any(
+            n.endswith(".bias") and n[:-5] + ".weight" in want for n in set(have) - set(want)) else ""
         raise ParameterMismatch(f"parameters do not match {hint}.\n  expected: {fmt(want)}\n"
                                 f"  yours:    {fmt(have)}{extra}")
     with torch.no_grad():
@@ -37,3 +38,261 @@ def execute(student, call):
     load_parameters(model, call["params"], call["param_hint"])
     with torch.no_grad():
         return model(x)
+
+
+# --- watching a call: inputs changed in place ----------------------------------------
+
+def _call_tensors(call):
+    """(name, tensor) for every tensor the call hands to the student's code."""
+    if call["kind"] == "function":
+        names = call.get("names") or [f"argument {i + 1}" for i in range(len(call["args"]))]
+        return [(n, a) for n, a in zip(names, call["args"]) if isinstance(a, torch.Tensor)]
+    return [("x", call["x"])] if isinstance(call.get("x"), torch.Tensor) else []
+
+
+def execute_watched(student, call):
+    """execute(), and which input tensors the student's code changed in place:
+    (out, [{"name", "changed", "total"}, ...]), plain data."""
+    before = [(n, t, t.detach().clone()) for n, t in _call_tensors(call)]
+    out = execute(student, call)
+    changed = []
+    for name, t, old in before:
+        try:
+            same = t.shape == old.shape and t.dtype == old.dtype and bool(
+                (t.detach() == old).logical_or(t.detach().isnan() & old.isnan()).all())
+        except Exception:  # a tensor the student turned into something unreadable
+            same = False
+        if not same:
+            n = int((t.detach() != old).sum()) if t.shape == old.shape and t.dtype == old.dtype else old.numel()
+            changed.append({"name": name, "changed": n, "total": old.numel()})
+    return out, changed
+
+
+def execute_on_meta(student, call):
+    """Run the call with its tensors on the meta device (no data, so no values), as a
+    check that the student's code follows the device of its inputs. Plain data back:
+    {"device", "dtype", "shape"} of the output, or {"error": type, "message"}."""
+    meta = lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t
+    call = dict(call)
+    if call["kind"] == "function":
+        call["args"] = [meta(a) for a in call["args"]]
+    else:
+        call["x"] = meta(call["x"])
+        call["params"] = {k: meta(v) for k, v in call["params"].items()}
+    try:
+        if call["kind"] == "function":
+            out = student(*call["args"])
+        else:
+            model = student(*call["ctor"], **call["ctor_kw"]).to(call["x"].device, call["x"].dtype)
+            with torch.no_grad():
+                out = model(call["x"])
+    except Exception as err:
+        return {"error": type(err).__name__, "message": str(err).splitlines()[0][:300] if str(err) else ""}
+    if type(out) is not torch.Tensor:
+        return {"type": type(out).__name__}
+    return {"device": str(out.device), "dtype": str(out.dtype), "shape": list(out.shape)}
+
+
+# --- plain facts about the student's code -------------------------------------------
+
+def _describe(value):
+    """A plain description of a value the student's code reads from its globals."""
+    import types
+
+    for kind in (bool, int, float):  # plain values only, never the student's subclasses
+        if isinstance(value, kind):
+            return {"type": kind.__name__, "value": kind(value)}
+    if isinstance(value, torch.Tensor):
+        return {"type": "Tensor", "shape": [int(d) for d in value.shape], "dtype": str(value.dtype),
+                "device": str(value.device)}
+    if isinstance(value, types.ModuleType):
+        return {"type": "module", "name": str(value.__name__)}
+    if isinstance(value, type):
+        return {"type": "class", "name": str(value.__qualname__), "module": str(value.__module__)}
+    if callable(value):
+        return {"type": "function", "name": str(getattr(value, "__name__", "")),
+                "module": str(getattr(value, "__module__", "") or "")}
+    return {"type": str(type(value).__name__)}
+
+
+def _code_objects(code):
+    import types
+
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _functions_of(obj):
+    """The plain functions that make up obj: itself, or the methods of a class and of its
+    bases that are not torch's."""
+    if not isinstance(obj, type):
+        fn = getattr(obj, "__func__", obj)
+        return [fn] if hasattr(fn, "__code__") else []
+    fns = []
+    for klass in obj.__mro__:
+        if klass is object or str(klass.__module__).startswith("torch"):
+            continue
+        for member in vars(klass).values():
+            for fn in (getattr(member, "__func__", member), getattr(member, "fget", None),
+                       getattr(member, "fset", None)):
+                if hasattr(fn, "__code__"):
+                    fns.append(fn)
+    return fns
+
+
+_NAMES_CACHE = {}
+# Methods that return a new tensor: a statement that calls one and keeps nothing did nothing.
+OUT_OF_PLACE = {"masked_fill", "softmax", "nan_to_num", "transpose", "view", "reshape", "tril", "triu",
+                "to", "float", "double", "clone", "contiguous", "clamp", "where", "mul", "div", "add",
+                "sub", "permute", "unsqueeze", "squeeze", "expand", "flip"}
+
+
+def _code_names(code):
+    """What a code object (and the code nested in it) uses: global names, attribute names,
+    keyword names, binary operators, whether it assigns into a subscript, and the
+    out-of-place methods whose result a statement throws away. Cached: code never changes."""
+    import dis
+
+    if code in _NAMES_CACHE:
+        return _NAMES_CACHE[code]
+    used = {"globals": [], "attributes": set(), "keywords": set(), "operators": set(),
+            "discarded": set(), "stores_subscript": False}
+    for co in _code_objects(code):
+        statement, previous = [], None
+        for ins in dis.get_instructions(co):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str):
+                used["globals"].append(ins.argval)
+            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "LOAD_SUPER_ATTR") \
+                    and isinstance(ins.argval, str):
+                used["attributes"].add(ins.argval)
+                statement.append(ins.argval)
+            elif ins.opname == "STORE_SUBSCR":
+                used["stores_subscript"] = True
+            elif ins.opname == "BINARY_OP":
+                used["operators"].add(ins.argrepr.rstrip("="))
+            elif ins.opname in ("BINARY_FLOOR_DIVIDE", "INPLACE_FLOOR_DIVIDE"):  # before Python 3.11
+                used["operators"].add("//")
+            elif ins.opname in ("KW_NAMES", "LOAD_CONST"):
+                value = co.co_consts[ins.arg] if ins.opname == "KW_NAMES" else ins.argval
+                if isinstance(value, tuple) and all(isinstance(a, str) for a in value):
+                    used["keywords"].update(value)
+            if ins.opname == "POP_TOP" and previous is not None and previous.startswith("CALL"):
+                used["discarded"].update(n for n in statement if n in OUT_OF_PLACE)
+            if ins.opname.startswith(("STORE_", "POP_TOP", "RETURN", "POP_JUMP", "JUMP")):
+                statement = []
+            previous = ins.opname
+    if len(_NAMES_CACHE) > 4096:
+        _NAMES_CACHE.clear()
+    used["globals"] = list(dict.fromkeys(used["globals"]))
+    _NAMES_CACHE[code] = used
+    return used
+
+
+def _read_names(fns):
+    """What the functions use (as _code_names), merged, with each global name mapped to
+    the function that reads it, or to (function, value) for a closure's cell."""
+    glob = {}
+    merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
+              "stores_subscript": False}
+    for fn in fns:
+        used = _code_names(fn.__code__)
+        for name in used["globals"]:
+            glob.setdefault(name, fn)
+        for k in ("attributes", "keywords", "operators", "discarded"):
+            merged[k] |= used[k]
+        merged["stores_subscript"] = merged["stores_subscript"] or used["stores_subscript"]
+        closure = getattr(fn, "__closure__", None) or ()
+        for name, cell in zip(fn.__code__.co_freevars, closure):
+            try:
+                glob.setdefault(name, (fn, cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+    return glob, merged
+
+
+def _instance_facts(model):
+    """Parameters, buffers, plain tensor attributes and shared submodules of a module."""
+    groups = {}
+    for name, mod in model.named_modules(remove_duplicate=False):
+        if name:
+            groups.setdefault(id(mod), []).append(name)
+    params = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        params.setdefault(id(p), []).append(name)
+    plain, lists = [], []
+    for prefix, mod in model.named_modules():
+        for attr, val in vars(mod).items():
+            name = f"{prefix}.{attr}" if prefix else attr
+            if isinstance(val, torch.Tensor) and not isinstance(val, torch.nn.Parameter):
+                plain.append({"name": name, "dtype": str(val.dtype), "shape": list(val.shape)})
+            elif not attr.startswith("_") and isinstance(val, (list, tuple, dict)) and any(
+                    isinstance(v, torch.nn.Module) for v in (val.values() if isinstance(val, dict) else val)):
+                lists.append(name)  # modules in a plain container: not registered
+    return {
+        "parameters": [[n, list(p.shape)] for n, p in model.named_parameters()],
+        "buffers": [[n, str(b.dtype)] for n, b in model.named_buffers()],
+        "shared_modules": [names for names in groups.values() if len(names) > 1],
+        "shared_parameters": [names for names in params.values() if len(names) > 1],
+        "tensor_attributes": plain,
+        "module_lists": lists,
+        "submodule_types": sorted({f"{type(m).__module__}.{type(m).__qualname__}"
+                                   for _, m in model.named_modules()}),
+    }
+
+
+def code_facts(obj, call=None):
+    """Plain facts about the student's function or class (strings, numbers, bools, lists
+    and dicts only, so they can cross a process boundary):
+
+    - globals: every global (or closure) name the code reads, with a description of its
+      value (an int's value, a tensor's shape, a function's module and name);
+    - attributes: the attribute and method names it uses (x.cumsum, F.softmax, ...);
+      keywords: the keyword argument names it passes (keepdim, dim, ...); operators: the
+      binary operators it uses (//, @, ...); discarded: out-of-place methods (masked_fill,
+      ...) called in a statement that keeps no result;
+    - helpers: the functions and classes of the same notebook it calls, whose code is
+      read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
+    - module: for a class and a module call, what an instance built with the call's
+      arguments holds (parameters, buffers, plain tensor attributes, shared submodules).
+    """
+    home = getattr(obj, "__module__", None)
+    todo, seen = [obj], set()
+    glob, helpers = {}, []
+    merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
+              "stores_subscript": False}
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        names, used = _read_names(_functions_of(item))
+        for k in ("attributes", "keywords", "operators", "discarded"):
+            merged[k] |= used[k]
+        merged["stores_subscript"] = merged["stores_subscript"] or used["stores_subscript"]
+        for name, where in names.items():
+            if isinstance(where, tuple):  # a closure cell
+                found, value = True, where[1]
+            else:
+                g = getattr(where, "__globals__", {})
+                found, value = name in g, g.get(name)
+            if not found or name in glob or name.startswith("__"):
+                continue
+            glob[name] = _describe(value)
+            is_code = isinstance(value, type) or hasattr(value, "__code__")
+            if is_code and value is not obj and getattr(value, "__module__", None) == home \
+                    and not str(home).startswith(("torch", "grader")):
+                helpers.append(name)
+                todo.append(value)
+    facts = {"kind": "class" if isinstance(obj, type) else "function",
+             "name": str(getattr(obj, "__name__", "")), "globals": glob,
+             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded")},
+             "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"]}
+    if isinstance(obj, type) and call is not None and call.get("kind") == "module":
+        try:
+            model = obj(*call["ctor"], **call["ctor_kw"])
+            facts["module"] = _instance_facts(model)
+        except Exception as err:
+            facts["module_error"] = type(err).__name__
+    return facts

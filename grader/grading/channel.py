@@ -35,7 +35,7 @@ STUDENT_CALL = Path(__file__).resolve().parent.parent / "student_call.py"
 # Runs in the student's kernel. It imports only torch and the copy of student_call's
 # source it is given, defines nothing that outlives the call, and writes one file.
 KERNEL_SIDE = r'''
-def __grading_call(name, call_b64, reply_path, student_call_source):
+def __grading_call(name, call_b64, reply_path, student_call_source, mode):
     import base64, io, traceback, types
     import torch
     helpers = types.ModuleType("grading_call")
@@ -75,7 +75,12 @@ def __grading_call(name, call_b64, reply_path, student_call_source):
                            "line": None}}
     else:
         try:
-            reply = plain(helpers.execute(student, call))
+            if mode == "facts":
+                reply = {"facts": helpers.code_facts(student, call)}
+            else:
+                out, changed = helpers.execute_watched(student, call)
+                reply = plain(out)
+                reply["changed"] = changed
         except BaseException as err:
             reply = describe(err)
     torch.save(reply, reply_path)
@@ -132,9 +137,32 @@ def _short(text, n=300):
     return text[:n] if isinstance(text, str) else ""
 
 
+MAX_ITEMS = 5000
+
+
+def plain_data(obj, budget=None, depth=0):
+    """obj if it is plain data (None, bool, int, float, short str, lists and str-keyed
+    dicts of them, bounded in depth and size); MalformedReply otherwise."""
+    budget = budget if budget is not None else [MAX_ITEMS]
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 8:
+        raise MalformedReply("the answer holds too much data")
+    if obj is None or type(obj) in (bool, int, float):
+        return obj
+    if type(obj) is str:
+        return obj[:500]
+    if type(obj) in (list, tuple):
+        return [plain_data(o, budget, depth + 1) for o in obj]
+    if type(obj) is dict and all(type(k) is str for k in obj):
+        return {k[:200]: plain_data(v, budget, depth + 1) for k, v in obj.items()}
+    raise MalformedReply("the answer is not plain data")
+
+
 def _validate(reply, torch):
     if not isinstance(reply, dict):
         raise MalformedReply("the answer is not a reply")
+    if "facts" in reply:
+        return {"facts": plain_data(reply["facts"])}
     if "error" in reply:
         err = reply["error"] if isinstance(reply["error"], dict) else {}
         line = err.get("line")
@@ -142,7 +170,8 @@ def _validate(reply, torch):
                           "message": _short(err.get("message")),
                           "line": _short(line) if isinstance(line, str) else None}}
     if "opaque" in reply:
-        return {"opaque": _short(reply["opaque"], 200) or "object"}
+        return {"opaque": _short(reply["opaque"], 200) or "object",
+                "changed": plain_data(reply.get("changed") or [])}
     if "out" not in reply:
         raise MalformedReply("the answer has no result")
     out = reply["out"]
@@ -155,7 +184,8 @@ def _validate(reply, torch):
     elif not (out is None or type(out) in (int, float, bool)):
         raise MalformedReply("the answer is not a tensor")
     device = reply.get("device", "cpu")
-    return {"out": out, "device": device if isinstance(device, str) and len(device) < 32 else "cpu"}
+    return {"out": out, "device": device if isinstance(device, str) and len(device) < 32 else "cpu",
+            "changed": plain_data(reply.get("changed") or [])}
 
 
 def opaque(description):
@@ -184,8 +214,20 @@ class KernelChannel:
         self.source = STUDENT_CALL.read_text()
         self.counter = itertools.count()
 
-    def call(self, name, spec):
-        """The student's result for one call, or RemoteError describing what went wrong."""
+    def student(self, name):
+        """The student's object as the checks see it (grader.core.RemoteStudent)."""
+        from grader.core import RemoteStudent
+
+        def call(spec):
+            out, student.changed = self.call(name, spec)
+            return out
+
+        student = RemoteStudent(name, call, lambda spec: self.call(name, spec, mode="facts"))
+        return student
+
+    def call(self, name, spec, mode="call"):
+        """(the student's result, the inputs it changed in place) for one call, or the facts
+        about the student's code (mode "facts"); RemoteError describing what went wrong."""
         torch = self.torch
         reply_path = os.path.join(self.folder, f".grading-reply-{next(self.counter)}.pt")
         host_path = self.host_root + reply_path
@@ -197,7 +239,7 @@ class KernelChannel:
         torch.save({"call": spec, "device": self.device}, buf)
         payload = base64.b64encode(buf.getvalue()).decode()
         code = (KERNEL_SIDE + f"\n__grading_call({name!r}, {payload!r}, {reply_path!r}, "
-                f"{self.source!r})\ndel __grading_call\n")
+                f"{self.source!r}, {mode!r})\ndel __grading_call\n")
         try:
             problem = self.run_code(code)  # None, or a RemoteError (a timeout, say)
             if problem is not None:
@@ -214,12 +256,14 @@ class KernelChannel:
         if "error" in reply:
             e = reply["error"]
             raise RemoteError(e["type"], e["message"], e["line"])
+        if mode == "facts":
+            return reply.get("facts")
         if "opaque" in reply:
-            return opaque(reply["opaque"])
+            return opaque(reply["opaque"]), reply["changed"]
         out = reply["out"]
         if isinstance(out, torch.Tensor) and reply["device"] != "cpu":
             try:
                 out = out.to(reply["device"])
             except Exception:
                 pass  # a device name we do not have: the device check names it
-        return out
+        return out, reply["changed"]

@@ -16,6 +16,7 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   nbgrader's SaveAutoGrades scores it 0), and the typed outcomes are written beside the
   autograded notebook as <notebook>.grading.json.
 """
+import base64
 import json
 import os
 import random
@@ -122,7 +123,7 @@ class GradingExecute(Execute):
         return None
 
     def _grade_test_cell(self, cell, index):
-        from grader.core import RemoteStudent, evaluate
+        from grader.core import evaluate
         from grader.exercises import EXERCISES
         from grader.grading.channel import KernelChannel
 
@@ -140,14 +141,18 @@ class GradingExecute(Execute):
         rng = random.SystemRandom()
         outputs, outcomes = [], []
         for check in checks:
-            student = RemoteStudent(check.student, lambda spec, name=check.student: channel.call(name, spec))
             seed = check.seed if check.seed is not None else rng.randrange(2**31)
-            outcome = evaluate(EXERCISES[check.exercise], student, check.focus, hidden=check.hidden,
-                               seed=seed if check.hidden else None, device=device)
+            outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student), check.focus,
+                               hidden=check.hidden, seed=seed if check.hidden else None,
+                               device=device, graded=True, config=self.config)
             outcomes.append(outcome.to_json())
             if outcome.passed:
                 outputs.append(nbformat.v4.new_output("stream", name="stdout", text=outcome.line() + "\n"))
             else:
+                if outcome.picture:  # expected | yours | difference, for the smallest failing case
+                    outputs.append(nbformat.v4.new_output(
+                        "display_data", data={"image/png": base64.b64encode(outcome.picture).decode(),
+                                              "text/plain": "<expected | yours | difference>"}))
                 outputs.append(error_output(CHECK_ERROR, outcome.message))
                 break
         cell.outputs = outputs

@@ -1,0 +1,1128 @@
+"""What went wrong, inferred from data.
+
+The catalogue in ``grader.mistakes`` recognises single known wrong answers. The analyses
+here name whole families of mistakes, and work from data only: the inputs a check chose,
+the student's output on them (or the error it raised), the expected output, and plain
+facts about the student's code (``grader.student_call.code_facts``: the global names it
+reads, the attributes it uses, what an instance of a module holds). They never need the
+student's Python object, so they can run in a process that never runs student code.
+
+Families:
+- input mutation: an input tensor changed in place by the call;
+- trivial answers: an input returned unchanged or merely projected, zeros, uniform or
+  identity weights (they earn nothing);
+- flags and arguments: causal=False ignored, always causal, a given mask ignored;
+- scale: the output is attention with another scale factor, said in terms of the sizes;
+- layout: the right numbers after a permutation or a wrong reshape (heads merged without
+  transposing back, time and heads mixed, operands of a matmul swapped, weights
+  transposed);
+- sizes from notebook globals, and the sizes named in an error (or in a wrong shape);
+- broadcasting: a normaliser without keepdim, a (T,) where (T, 1) was meant, a factor
+  that changes along one dim, slices never written, NaN/inf confined to one position;
+- modules: one submodule shared by every head, a mask kept as a plain attribute,
+  layers in a plain list or built in forward, parameters of other sizes.
+
+Catalogued mistakes are said more precisely when the code shows how they came about
+(``refine``); a function that does the whole exercise is a shortcut (``shortcut``).
+
+The variants that compute attention live here, with the instructor, never in the code
+that runs next to the student's.
+"""
+import itertools
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+
+from grader import reference as ref
+
+ATTENTION = ("head", "scaled_dot_product_attention", "multi_head_attention",
+             "batched_multi_head_attention")
+WEIGHTS = ("masked_softmax", "causal_weights")
+BAG = ("bag_of_words_loop", "bag_of_words_matmul")
+MHA = ("multi_head_attention", "batched_multi_head_attention")
+SIZE_NAMES = ("B", "T", "C", "head_size", "n_heads", "block_size")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A named mistake: shown as 'Likely mistake: {name} — {hint}'."""
+    key: str
+    name: str
+    hint: str
+
+
+# --- sizes -----------------------------------------------------------------------------
+
+def sizes(key, inputs):
+    """The sizes of a check's inputs, by their course names."""
+    if key == "running_average_weights":
+        return {"T": int(inputs["T"])}
+    if key in BAG:
+        B, T, C = inputs["x"].shape
+        return {"B": B, "T": T, "C": C}
+    if key in WEIGHTS:
+        B, T, _ = inputs["scores"].shape
+        return {"B": B, "T": T}
+    if key == "scaled_dot_product_attention":
+        B, T, hs = inputs["q"].shape
+        return {"B": B, "T": T, "head_size": hs}
+    B, T, C = inputs["x"].shape
+    out = {"B": B, "T": T, "C": C, "block_size": int(inputs["block_size"])}
+    if key == "head":
+        out["head_size"] = inputs["w_query"].shape[0]
+    else:
+        out["n_heads"], out["head_size"] = inputs["w_query"].shape[:2]
+    return out
+
+
+def _products(sz):
+    """Names for numbers: each size, then products of two, three and four sizes."""
+    names = {}
+    others = {v for k, v in sz.items() if k != "block_size"}
+    items = [(k, v) for k, v in sz.items() if k != "block_size" or v not in others]
+    for r in (1, 2, 3, 4):
+        for combo in itertools.combinations_with_replacement(items, r):
+            value = math.prod(v for _, v in combo)
+            label = "\u00b7".join(k for k, _ in combo)
+            if value > 1:
+                names.setdefault(value, label)
+    return names
+
+
+def name_number(n, sz):
+    """'T' for 7 when T = 7, 'B·T' for 21 when B = 3 and T = 7; None when no size fits."""
+    return _products(sz).get(int(n))
+
+
+def name_shape(shape, sz):
+    """'(B, n_heads, T, head_size)' when every dim is one size; None otherwise."""
+    single = {}
+    for k, v in sz.items():
+        single.setdefault(v, k)
+    names = [single.get(int(d)) for d in shape]
+    if None in names or len(shape) == 0:
+        return None
+    return "(" + ", ".join(names) + ")"
+
+
+def _sizes_text(sz, only=None):
+    return ", ".join(f"{k} = {v}" for k, v in sz.items() if only is None or k in only)
+
+
+# --- facts about the student's code ------------------------------------------------------
+
+def _globals(facts):
+    return (facts or {}).get("globals", {})
+
+
+def _attrs(facts):
+    return set((facts or {}).get("attributes", ()))
+
+
+def _how(key, name):
+    """How to read a size from the inputs of this exercise."""
+    first = {"scaled_dot_product_attention": "q", "masked_softmax": "scores",
+             "causal_weights": "scores"}.get(key, "x")
+    dims = {"B": "0", "T": "-2" if first == "scores" else "1", "C": "-1"}
+    if first == "q":
+        dims["head_size"] = "-1"
+    if name in dims and key != "running_average_weights":
+        return f"{name} = {first}.shape[{dims[name]}]"
+    if name in ("n_heads", "block_size", "head_size"):
+        return f"keep {name} from __init__ (self.{name} = {name})"
+    return "compute every size from the inputs' shapes"
+
+
+TENSOR_NAMES = ("mask", "tril", "wei", "x", "q", "k", "v", "scores", "weights", "xbow", "out")
+
+
+def globals_finding(facts, sz, error_numbers=(), key=""):
+    """A size or tensor read from the notebook's globals that does not fit this check."""
+    check_values = set(sz.values())
+    for name, d in _globals(facts).items():
+        if d.get("type") == "int" and not isinstance(d.get("value"), bool):
+            value = d["value"]
+            wrong = (name in sz and value != sz[name]) or (
+                name not in sz and value > 1 and value not in check_values
+                and (not error_numbers or value in error_numbers))
+            if wrong:
+                here = f"here {name} = {sz[name]}" if name in sz else f"here {_sizes_text(sz)}"
+                how = _how(key, name)
+                return Finding("global_size", f"size taken from the notebook's global {name} = {value}",
+                               f"take it from the inputs ({how}); {here}.")
+        elif d.get("type") == "Tensor":
+            shape = tuple(d.get("shape", ()))
+            if name in TENSOR_NAMES or any(s not in check_values for s in shape if s > 1):
+                return Finding("global_tensor",
+                               f"uses the notebook's global tensor {name} {shape}",
+                               f"build it inside your function from the inputs' sizes ({_sizes_text(sz)}).")
+    return None
+
+
+def globals_note(facts):
+    """A one-line note for a passing check whose code reads sizes or tensors from the
+    notebook's globals (other sizes, as in graded runs, would break it), or None."""
+    read = [f"{name} = {d['value']}" if d.get("type") == "int" else f"{name} {tuple(d.get('shape', ()))}"
+            for name, d in _globals(facts).items()
+            if (d.get("type") == "int" and name in SIZE_NAMES) or (d.get("type") == "Tensor" and name in TENSOR_NAMES)]
+    if read:
+        return (f"note: your code reads the notebook's global {', '.join(read)}; graded runs use other "
+                "sizes, so take them from the inputs.")
+    return None
+
+
+def _param_names(message, label):
+    m = re.search(rf"{label}:\s*(.*)", message)
+    return [part.strip().split(" ")[0] for part in m.group(1).split("), ")] if m else []
+
+
+def _param_shapes(message, label):
+    m = re.search(rf"{label}:\s*(.*)", message)
+    return dict(re.findall(r"([\w.]+) (\([\d, ]*\))", m.group(1))) if m else {}
+
+
+def parameter_finding(message, facts, used=None):
+    """Why the module's parameters are not the ones the exercise asks for."""
+    found = module_finding(facts)
+    if found and found.key == "shared_module":
+        return found
+    mod = (facts or {}).get("module") or {}
+    want, have = _param_names(message, "expected"), _param_names(message, "yours")
+    for name in mod.get("module_lists", ()):
+        return Finding("unregistered", f"self.{name} is a plain Python list of modules",
+                       f"their weights are not registered; use self.{name} = nn.ModuleList([...]).")
+    missing = sorted({n.split(".")[0] for n in want} - {n.split(".")[0] for n in have})
+    if used:
+        return Finding("shortcut", f"{used} does the whole exercise",
+                       "graded runs refuse it; build the layers the exercise asks for.")
+    if missing and len(have) < len(want) and not any(n.split(".")[0] in missing for n in have):
+        if len(want) - len(have) == len([n for n in want if n.split(".")[0] in missing]):
+            return Finding("unregistered", f"no parameters under {', '.join(missing)}",
+                           "layers created in forward, or kept in a plain list, are not registered: "
+                           "create them in __init__ (nn.ModuleList for a list).")
+    if any(n.endswith(".bias") and n[:-5] + ".weight" in want for n in set(have) - set(want)):
+        return Finding("bias", "layers with a bias", "nn.Linear(..., bias=False): the exercise's "
+                       "query, key and value layers have weights only.")
+    gone = [n for n in set(want) - set(have) if n.endswith(".bias")]
+    if gone and set(want) - set(have) == set(gone):
+        return Finding("bias_missing", f"{gone[0][:-5]} has no bias",
+                       f"keep the default bias of {gone[0][:-5]} (nn.Linear(..., bias=True)).")
+    shapes_want, shapes_have = _param_shapes(message, "expected"), _param_shapes(message, "yours")
+    differ = [n for n in shapes_want if n in shapes_have and shapes_want[n] != shapes_have[n]]
+    if differ and set(want) == set(have):
+        n = sorted(differ)[0]
+        return Finding("parameter_shapes", f"{n} is {shapes_have[n]}, not {shapes_want[n]}",
+                       "build the layers from the sizes you are given, in the order of the "
+                       "signature (C, head_size, block_size, causal).")
+    if len(want) == len(have) and sorted(want) != sorted(have):
+        return Finding("parameter_names", "the right kind of layers under other names",
+                       "the check loads weights by name: use the attribute names the exercise gives.")
+    return None
+
+
+def module_finding(facts):
+    """One submodule shared by several names, or a tensor kept as a plain attribute."""
+    mod = (facts or {}).get("module") or {}
+    for names in mod.get("shared_modules", ()):
+        if len(names) > 1:
+            if all(re.fullmatch(r".*\.\d+", n) for n in names):
+                return Finding("shared_module",
+                               f"one module shared by {', '.join(names[:3])}{'...' if len(names) > 3 else ''}",
+                               "[Head(...)] * n repeats the same head n times (one set of weights); "
+                               "build a new one each time: nn.ModuleList([Head(...) for _ in range(n_heads)]).")
+            return Finding("shared_module", f"{' and '.join(names[:2])} are one and the same module",
+                           "a = b = nn.Linear(...) shares one layer; create a separate nn.Linear for each.")
+    for attr in mod.get("tensor_attributes", ()):
+        return Finding("plain_attribute",
+                       f"self.{attr['name']} is a plain tensor attribute, not a buffer",
+                       "module.to(device or dtype) leaves it behind; "
+                       f"use self.register_buffer(\"{attr['name'].split('.')[-1]}\", ...).")
+    return None
+
+
+# --- input mutation ----------------------------------------------------------------------
+
+IN_PLACE = re.compile(r"^(?!__)\w+_$")
+
+
+def mutation_message(name, changed, facts=None, values_right=None):
+    """The check's message when the call changed its inputs in place."""
+    what = ", ".join(f"{c['name']} ({c['changed']} of {c['total']} values)" for c in changed)
+    methods = sorted(a for a in _attrs(facts) if IN_PLACE.match(a) and a not in ("requires_grad_",))
+    how = f" by {', '.join(m + '()' for m in methods[:3])}" if methods else \
+        " by assigning into it (t[...] = ...)" if (facts or {}).get("stores_subscript") else ""
+    values = {True: "The values you return are right, but", False: "This also changes what you compute, and",
+              None: "This destroys"}[values_right]
+    first = changed[0]["name"]
+    tail = "the caller's tensor is destroyed" if values_right is not None else "the caller's tensor"
+    return (f"{name} changed its input {what} in place{how}.\n"
+            f"  {values} {tail}: work on new tensors (an out-of-place op, or {first}.clone() first).")
+
+
+# --- trivial answers -----------------------------------------------------------------------
+
+def _project(x, w):
+    return x @ w.mT
+
+
+def _uniform_weights(T, mask, dtype=torch.float64):
+    """Uniform weights over the visible keys: softmax of zeros with the mask."""
+    zeros = torch.zeros(T, T, dtype=dtype, device=mask.device if mask is not None else None)
+    if mask is None:
+        return torch.softmax(zeros, -1)
+    return ref.masked_softmax(zeros.expand(mask.shape), mask)
+
+
+def baselines(key, inp):
+    """(description, tensor) pairs: answers that skip the exercise."""
+    out = []
+    if key in BAG:
+        x = inp["x"]
+        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x))]
+    elif key == "running_average_weights":
+        T = int(inp["T"])
+        out += [("torch.eye(T): every token keeps only itself", torch.eye(T, dtype=torch.float64)),
+                ("zeros", torch.zeros(T, T, dtype=torch.float64)),
+                ("uniform weights 1/T everywhere", torch.full((T, T), 1.0 / T, dtype=torch.float64))]
+    elif key in WEIGHTS:
+        s = inp["scores"]
+        T = s.shape[-1]
+        mask = inp["mask"] if key == "masked_softmax" else ref.causal_mask(T, s.device)
+        eye = torch.eye(T, dtype=s.dtype, device=s.device).expand_as(s)
+        out += [("the scores returned unchanged", s), ("zeros", torch.zeros_like(s)),
+                ("uniform weights over the visible keys (the scores ignored)",
+                 _uniform_weights(T, mask, s.dtype).expand_as(s)),
+                ("uniform weights 1/T everywhere", torch.full_like(s, 1.0 / T)),
+                ("identity weights (torch.eye)", eye)]
+    elif key == "scaled_dot_product_attention":
+        q, k, v, mask = inp["q"], inp["k"], inp["v"], inp["mask"]
+        out += [("v returned unchanged (identity weights, no attention)", v),
+                ("q returned unchanged", q), ("k returned unchanged", k),
+                ("zeros", torch.zeros_like(v)),
+                ("uniform weights over the visible keys (q and k ignored)",
+                 _uniform_weights(v.shape[-2], mask, v.dtype) @ v)]
+    elif key == "head":
+        x = inp["x"]
+        T = x.shape[1]
+        v = _project(x, inp["w_value"])
+        mask = ref.causal_mask(T, x.device) if inp["causal"] else None
+        out += [("self.value(x) (identity weights, no attention)", v),
+                ("self.query(x), merely projected", _project(x, inp["w_query"])),
+                ("self.key(x), merely projected", _project(x, inp["w_key"])),
+                ("zeros", torch.zeros_like(v)),
+                ("uniform weights over the visible tokens (queries and keys ignored)",
+                 _uniform_weights(T, mask, x.dtype) @ v)]
+    elif key in MHA:
+        x = inp["x"]
+        B, T, C = x.shape
+        proj = lambda t: t @ inp["w_proj"].mT + inp["b_proj"]
+        flat = lambda w: _project(x, w.reshape(-1, C))  # (B, T, n_heads * head_size)
+        mask = ref.causal_mask(T, x.device) if inp["causal"] else None
+        v = flat(inp["w_value"])
+        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
+                ("proj of zeros (only the bias)", proj(torch.zeros_like(v))),
+                ("the values merely projected, proj(value(x)) (identity weights)", proj(v)),
+                ("the queries merely projected", proj(flat(inp["w_query"]))),
+                ("the keys merely projected", proj(flat(inp["w_key"]))),
+                ("uniform weights over the visible tokens (queries and keys ignored)",
+                 proj(_uniform_weights(T, mask, x.dtype) @ v))]
+    return out
+
+
+def trivial(key, inp, actual, close):
+    """The description of the trivial answer the output equals, or None."""
+    for description, tensor in baselines(key, inp):
+        tensor = tensor.detach().to("cpu", torch.float64)
+        if tensor.shape == actual.shape and close(actual, tensor):
+            return description
+    return None
+
+
+TRIVIAL_TASK = {
+    "bag_of_words_loop": "average tokens 0..t of each sequence",
+    "bag_of_words_matmul": "average tokens 0..t with one (T, T) @ (B, T, C) matmul",
+    "running_average_weights": "row t holds 1/(t+1) in columns 0..t",
+    "masked_softmax": "softmax the scores over the keys, masked positions removed",
+    "causal_weights": "softmax the scores over the keys, the future removed",
+    "head": "wei = softmax(q @ k^T, masked); return wei @ v",
+    "scaled_dot_product_attention": "softmax(q @ k^T * head_size ** -0.5, masked) @ v",
+    "multi_head_attention": "run every head, concatenate, then self.proj",
+    "batched_multi_head_attention": "split q, k, v into heads, attend, merge, then self.proj",
+}
+
+
+def trivial_message(key, description):
+    return (f"your output equals {description}: an answer that skips the exercise earns no "
+            f"points here.\n  The task: {TRIVIAL_TASK.get(key, 'see the exercise text')}.")
+
+
+# --- attention with every knob a learner can turn ------------------------------------------
+
+def _core(q, k, v, mask, factor, dim=-1, order="qk", apply="wv", fill=float("-inf")):
+    wei = (q @ k.mT if order == "qk" else k @ q.mT) * factor  # (..., T, T)
+    if mask is not None:
+        wei = wei.masked_fill(mask, fill)
+    wei = torch.softmax(wei, dim=dim).nan_to_num(0.0)
+    return (wei if apply == "wv" else wei.mT) @ v
+
+
+def _mask(key, inp, mode, T, device):
+    """mode: given (the check's mask or causal flag), none, causal, or 'given+causal'."""
+    if key in WEIGHTS or key == "scaled_dot_product_attention":
+        given = inp.get("mask") if key != "causal_weights" else ref.causal_mask(T, device)
+    else:
+        given = ref.causal_mask(T, device) if inp["causal"] else None
+    if mode == "given":
+        return given
+    if mode == "none":
+        return None
+    if mode == "causal":
+        return ref.causal_mask(T, device)
+    if mode.startswith("offset"):
+        return torch.ones(T, T, dtype=torch.bool, device=device).triu(int(mode[6:]))
+    return ref.causal_mask(T, device) | given if given is not None else ref.causal_mask(T, device)
+
+
+DEFAULT_FACTOR = {"head": lambda sz: 1.0, "masked_softmax": lambda sz: 1.0,
+                  "causal_weights": lambda sz: 1.0}
+
+
+def _default_factor(key, sz):
+    return DEFAULT_FACTOR[key](sz) if key in DEFAULT_FACTOR else sz["head_size"] ** -0.5
+
+
+def _split(t, B, T, nh, hs, order):
+    """(B, T, nh*hs) -> (B, nh, T, hs) as a view with dims in the given order, then the
+    permutation that puts them where the code believes they are."""
+    size = {"T": T, "nh": nh, "hs": hs}
+    viewed = t.reshape(B, *(size[d] for d in order))
+    return viewed.permute(0, *(1 + order.index(d) for d in ("nh", "T", "hs")))
+
+
+def _merge(out, B, T, nh, hs, order):
+    """(B, nh, T, hs) -> dims in the given order -> reshape(B, T, nh*hs)."""
+    have = ("nh", "T", "hs")
+    return out.permute(0, *(1 + have.index(d) for d in order)).reshape(B, T, nh * hs)
+
+
+def running_weights(T, form="rows", dtype=torch.float64):
+    """(T, T) averaging weights: rows (the answer), transposed, columns (each column
+    normalised), or keepdim (row sums without keepdim, so column j is divided by row j's sum)."""
+    tril = torch.tril(torch.ones(T, T, dtype=dtype))  # (T, T)
+    if form == "rows":
+        return tril / tril.sum(1, keepdim=True)
+    if form == "transposed":
+        return (tril / tril.sum(1, keepdim=True)).mT
+    if form == "columns":
+        return tril / tril.sum(0, keepdim=True)
+    if form == "softmax":  # softmax of the 0/1 pattern: exp(0) = 1 above the diagonal
+        return torch.softmax(tril, dim=-1)
+    return tril / tril.sum(1)  # (T, T) / (T,): the missing keepdim
+
+
+def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="wv",
+            split=("T", "nh", "hs"), merge=("T", "nh", "hs"), heads_over_time=False,
+            fill=float("-inf"), weights="rows", along=1):
+    """The exercise's output with the knobs turned; the defaults give the reference."""
+    sz = sizes(key, inp)
+    if key == "running_average_weights":
+        return running_weights(int(inp["T"]), weights)
+    if key in BAG:
+        x = inp["x"]
+        if along == "flat":  # the batch flattened into one sequence of B * T tokens
+            B, T, C = x.shape
+            return (running_weights(B * T, weights, x.dtype) @ x.reshape(B * T, C)).view(B, T, C)
+        if along != 1:  # the running mean along another dim, or (along="mean d") a plain mean
+            if isinstance(along, str):
+                return x.mean(int(along[-1]), keepdim=True).expand_as(x)
+            moved = x.movedim(along, 1)
+            return (running_weights(moved.shape[1], weights, x.dtype) @ moved).movedim(1, along)
+        return running_weights(x.shape[1], weights, x.dtype).to(x.device) @ x
+    f = _default_factor(key, sz) if factor is None else factor
+    if key in WEIGHTS:
+        s = inp["scores"]
+        m = _mask(key, inp, mask, s.shape[-1], s.device)
+        wei = s * f
+        if m is not None:
+            wei = wei.masked_fill(m, fill)
+        return torch.softmax(wei, dim=dim).nan_to_num(0.0)
+    if key == "scaled_dot_product_attention":
+        q, k, v = inp["q"], inp["k"], inp["v"]
+        return _core(q, k, v, _mask(key, inp, mask, q.shape[-2], q.device), f, dim, order, apply, fill)
+    x = inp["x"]
+    B, T, C = x.shape
+    m = _mask(key, inp, mask, T, x.device)
+    if key == "head":
+        q, k, v = (_project(x, inp[w]) for w in ("w_query", "w_key", "w_value"))
+        return _core(q, k, v, m, f, dim, order, apply, fill)
+    nh, hs = sz["n_heads"], sz["head_size"]
+    q, k, v = (_project(x, inp[w].reshape(-1, C)) for w in ("w_query", "w_key", "w_value"))
+    if heads_over_time:  # view(B, T, n_heads, head_size) without the transpose
+        q, k, v = (t.reshape(B, T, nh, hs) for t in (q, k, v))
+        m = ref.causal_mask(nh, x.device) if m is not None else None  # the mask sized by the heads
+        out = _core(q, k, v, m, f, dim, order, apply, fill)  # (B, T, nh, hs)
+        out = out.reshape(B, T, nh * hs) if merge == ("T", "nh", "hs") else \
+            out.transpose(1, 2).reshape(B, T, nh * hs)
+    else:
+        q, k, v = (_split(t, B, T, nh, hs, split) for t in (q, k, v))
+        out = _merge(_core(q, k, v, m, f, dim, order, apply, fill), B, T, nh, hs, merge)
+    return out @ inp["w_proj"].mT + inp["b_proj"]
+
+
+# --- the variant families --------------------------------------------------------------------
+
+def _factor_candidates(key, sz):
+    """(expression, value) for scale factors a learner might use, in terms of the sizes."""
+    out = [("no scale", 1.0)]
+    hs = sz.get("head_size")
+    if hs:
+        out += [("1/sqrt(head_size)", hs**-0.5), ("1/head_size", 1 / hs), ("sqrt(head_size)", hs**0.5),
+                ("head_size", float(hs))]
+    if "n_heads" in sz:
+        nh = sz["n_heads"]
+        out += [("1/sqrt(n_heads\u00b7head_size)", (nh * hs) ** -0.5), ("1/(n_heads\u00b7head_size)", 1 / (nh * hs)),
+                ("1/sqrt(n_heads)", nh**-0.5), ("1/n_heads", 1 / nh)]
+    if "C" in sz:
+        out += [("1/sqrt(C)", sz["C"] ** -0.5), ("1/C", 1 / sz["C"]), ("sqrt(C)", sz["C"] ** 0.5)]
+    out += [("1/sqrt(T)", sz["T"] ** -0.5), ("1/T", 1 / sz["T"]), ("sqrt(T)", sz["T"] ** 0.5)]
+    return out
+
+
+CORRECT_SCALE = {"head": "no scale (that is notebook 05's subject)",
+                 "masked_softmax": "no scale", "causal_weights": "no scale"}
+
+
+def _scale_variants(key, sz):
+    right = _default_factor(key, sz)
+    want = CORRECT_SCALE.get(key, "head_size ** -0.5 = 1/sqrt(head_size)")
+    for expr, value in _factor_candidates(key, sz):
+        if math.isclose(value, right, rel_tol=1e-9):
+            continue
+        yield (Finding("scale", f"scores scaled by {expr} (= {value:.4g})",
+                       f"use {want}; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}."),
+               dict(factor=value))
+
+
+def _flag_variants(key, inp):
+    if key in ("head", *MHA):
+        if inp["causal"]:
+            yield (Finding("causal_ignored", "causal=True ignored: the future is visible",
+                           "store the flag in __init__ (self.causal = causal) and mask when it is True."),
+                   dict(mask="none"))
+        else:
+            yield (Finding("always_causal", "causal=False ignored: the future is always hidden",
+                           "store the flag in __init__ (self.causal = causal) and mask only when it is True."),
+                   dict(mask="causal"))
+    elif key == "scaled_dot_product_attention":
+        if inp["mask"] is not None:
+            yield (Finding("mask_ignored", "the mask argument is ignored",
+                           "when mask is given, fill those scores with -inf before the softmax."),
+                   dict(mask="none"))
+            yield (Finding("always_causal", "a causal mask used instead of the given mask",
+                           "use the mask you are given (True = hidden); it is not always causal."),
+                   dict(mask="causal"))
+        else:
+            yield (Finding("always_causal", "a causal mask applied although mask is None",
+                           "mask only when a mask is given: if mask is not None: ..."),
+                   dict(mask="causal"))
+    elif key == "masked_softmax":
+        yield (Finding("always_causal", "a causal mask used instead of the given mask",
+                       "use the mask argument (True = hidden), whatever its pattern."), dict(mask="causal"))
+        yield (Finding("mask_plus_causal", "the given mask combined with a causal one",
+                       "use the mask argument alone; it already says what is hidden."),
+               dict(mask="given+causal"))
+    elif key == "causal_weights":
+        for offset, name in ((2, "mask shifted: token t also sees token t+1"),
+                             (-1, "mask shifted: token t sees neither itself nor token t-1")):
+            yield (Finding("mask_offset", name,
+                           "hide exactly the positions above the diagonal: triu(ones(T, T), diagonal=1)."),
+                   dict(mask=f"offset{offset}"))
+
+
+ORDER_NAMES = {("nh", "T", "hs"): "(B, n_heads, T, head_size)", ("T", "nh", "hs"): "(B, T, n_heads, head_size)",
+               ("T", "hs", "nh"): "(B, T, head_size, n_heads)", ("nh", "hs", "T"): "(B, n_heads, head_size, T)",
+               ("hs", "T", "nh"): "(B, head_size, T, n_heads)", ("hs", "nh", "T"): "(B, head_size, n_heads, T)"}
+MERGE_HINT = "out.transpose(1, 2).reshape(B, T, n_heads * head_size) (reshape, since the transpose is not contiguous)"
+SPLIT_HINT = "q.view(B, T, n_heads, head_size).transpose(1, 2): head h owns features h*head_size..(h+1)*head_size-1"
+
+
+def _layout_variants(key):
+    if key in ("head", "scaled_dot_product_attention"):
+        yield (Finding("operands_swapped", "queries and keys swapped (k @ q^T)",
+                       "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key."),
+               dict(order="kq"))
+        yield (Finding("weights_transposed", "the weights transposed before they meet v (wei.mT @ v)",
+                       "out = wei @ v: row t of wei (query t) mixes the values of the keys."),
+               dict(apply="wTv"))
+    if key not in MHA:
+        return
+    right = ("T", "nh", "hs")
+    for merge in itertools.permutations(right):
+        for split in itertools.permutations(right):
+            if split == right and merge == right:
+                continue
+            if split == ("nh", "T", "hs") and merge == right:
+                continue  # the catalogue's heads_without_transpose
+            if split == right and merge == ("nh", "T", "hs"):
+                f = Finding("merge_without_transpose", "heads merged without transposing back",
+                            f"(B, n_heads, T, head_size).reshape(B, T, -1) mixes time steps and heads; use {MERGE_HINT}.")
+            elif split == right:
+                f = Finding("merge_order", f"heads merged as {ORDER_NAMES[merge]} before the reshape",
+                            f"concatenate head by head: torch.cat(outs, dim=-1), or {MERGE_HINT}.")
+            elif merge == right:
+                f = Finding("split_order", f"heads split as {ORDER_NAMES[split]}", f"use {SPLIT_HINT}.")
+            else:
+                f = Finding("split_merge_order",
+                            f"heads split as {ORDER_NAMES[split]} and merged as {ORDER_NAMES[merge]}",
+                            f"split with {SPLIT_HINT}; merge with {MERGE_HINT}.")
+            yield f, dict(split=split, merge=merge)
+    for merge in (("T", "nh", "hs"), ("nh", "T", "hs")):
+        yield (Finding("heads_over_time", "attention across the heads instead of across time",
+                       "after view(B, T, n_heads, head_size), transpose(1, 2) so the softmax runs over T."),
+               dict(heads_over_time=True, merge=merge))
+
+
+def _weights_variants(key):
+    if key in BAG + ("running_average_weights",):
+        use = "wei @ x with wei = torch.tril(...) normalised by rows" if key in BAG else \
+            "torch.tril, each row divided by its own sum"
+        yield (Finding("weights_transposed", "the averaging weights transposed (upper-triangular)",
+                       f"row t of the weights averages tokens 0..t: {use}."), dict(weights="transposed"))
+        yield (Finding("normalised_columns", "the weights' columns normalised instead of their rows",
+                       "divide each row by its own sum: wei.sum(1, keepdim=True)."), dict(weights="columns"))
+        yield (Finding("missing_keepdim", "row sums divided without keepdim=True",
+                       "tril.sum(1) has shape (T,) and divides column j by row j's sum; "
+                       "use tril.sum(1, keepdim=True), shape (T, 1)."), dict(weights="keepdim"))
+        yield (Finding("zero_fill", "a softmax of the 0/1 tril pattern",
+                       "the zeros above the diagonal still get weight exp(0) = 1: fill them with "
+                       "-inf before the softmax, or divide tril(ones) by its row sums."), dict(weights="softmax"))
+    if key in BAG:
+        yield (Finding("batch_flattened", "the batch flattened into one long sequence",
+                       "each sequence is averaged on its own: a (T, T) weight matrix times the "
+                       "(B, T, C) batch, no reshape."), dict(along="flat"))
+        for along, name in ((0, "B"), (2, "C")):
+            yield (Finding("wrong_dim", f"the running mean taken along {name} instead of T",
+                           f"average over the tokens (dim 1, T) of each sequence, not over {name}."),
+                   dict(along=along))
+            yield (Finding("wrong_dim", f"a mean over {name} instead of a running mean over T",
+                           "token t averages tokens 0..t of its own sequence: x[b, :t+1].mean(0)."),
+                   dict(along=f"mean {along}"))
+
+
+def _fill_variants(key):
+    if key in WEIGHTS + ATTENTION:
+        yield (Finding("zero_fill", "masked scores set to 0 instead of -inf",
+                       "a score of 0 still gets weight exp(0) after the softmax; fill with float('-inf') "
+                       "(torch.tril on the scores does the same harm)."), dict(fill=0.0))
+
+
+def _variants(key, inp, sz):
+    yield from _weights_variants(key)
+    if key not in ATTENTION + WEIGHTS:
+        return
+    yield from _flag_variants(key, inp)
+    yield from _fill_variants(key)
+    yield from _scale_variants(key, sz)
+    yield from _layout_variants(key)
+
+
+# --- comparing ------------------------------------------------------------------------------
+
+def _matches(actual, guess, close):
+    guess = guess.detach().to("cpu", torch.float64)
+    return guess.shape == actual.shape and (close(actual, guess) or close(
+        actual.nan_to_num(0.0), guess.nan_to_num(0.0)))
+
+
+def _fit_scale(key, inp, actual, close):
+    """The scale factor that reproduces the output, searched over a log grid, then refined."""
+    def err(logf):
+        try:
+            out = forward(key, inp, factor=math.exp(logf)).to("cpu", torch.float64)
+        except Exception:
+            return float("inf")
+        return float((out - actual).abs().max()) if out.shape == actual.shape else float("inf")
+    grid = [i / 4 for i in range(-40, 21)]
+    best = min(grid, key=err)
+    lo, hi = best - 0.25, best + 0.25
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(40):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if err(a) < err(b):
+            hi = b
+        else:
+            lo = a
+    f = math.exp((lo + hi) / 2)
+    out = forward(key, inp, factor=f)
+    return f if _matches(actual, out, close) else None
+
+
+def _say_number(f, sz=None):
+    """0.25 -> '1/sqrt(16)'; 1/sqrt(10) with head_size = 5 -> '1/sqrt(10 = 2·head_size)'; 0.3 -> '0.3'."""
+    def said(n):
+        if not sz:
+            return str(n)
+        name = name_number(n, sz) or (f"2\u00b7{name_number(n // 2, sz)}" if n % 2 == 0 and name_number(n // 2, sz) else None)
+        return f"{n} = {name}" if name else str(n)
+    inv = 1 / f
+    if abs(inv**2 - round(inv**2)) < 1e-3 * inv**2 and round(inv**2) > 1:
+        return f"1/sqrt({said(round(inv ** 2))})"
+    if abs(inv - round(inv)) < 1e-3 * inv and round(inv) > 1:
+        return f"1/{said(round(inv))}"
+    return f"{f:.4g}"
+
+
+def layout_finding(actual, expected, close, names):
+    """The right numbers in the wrong layout: a permutation or a reshape of the expected."""
+    if actual.numel() != expected.numel() or actual.dim() == 0:
+        return None
+    dims = list(range(expected.dim()))
+    label = lambda perm: "(" + ", ".join(names[i] for i in perm) + ")" if names else str(perm)
+    for perm in itertools.permutations(dims):
+        if list(perm) == dims:
+            continue
+        e = expected.permute(perm)
+        if e.shape == actual.shape and close(actual, e):
+            if expected.dim() >= 2 and list(perm) == dims[:-2] + [dims[-1], dims[-2]]:
+                return Finding("transposed", "the last two dims swapped (the result transposed)",
+                               f"expected {label(dims)}; yours is {label(perm)}: "
+                               "check which side of each matmul or transpose is which.")
+            return Finding("permuted", f"the right numbers with dims ordered {label(perm)}",
+                           f"expected {label(dims)}: put the dims back with .permute/.transpose.")
+    for perm in itertools.permutations(dims):
+        e = expected.permute(perm).reshape(actual.shape)
+        if close(actual, e):
+            how = "without a permute" if list(perm) == dims else f"from {label(perm)}"
+            return Finding("reshaped", f"the right numbers in the wrong places: a view/reshape {how}",
+                           "view and reshape never move numbers between dims; transpose first, then reshape.")
+    return None
+
+
+def _express_factor(c, sz):
+    """The factor c said in the sizes ('1/T', 'sqrt(head_size)', 'T'), or None."""
+    for expr, value in _factor_candidates("", sz):
+        if value != 1.0 and math.isclose(c, value, rel_tol=1e-4):
+            return expr
+    for name, v in sz.items():
+        if math.isclose(c, v, rel_tol=1e-4):
+            return name
+    return None
+
+
+def unfilled_finding(actual, expected, close, names):
+    """Right everywhere except whole slices left at zero (a loop that stops early, a return
+    inside a loop)."""
+    for d in range(actual.dim()):
+        zero = [i for i in range(actual.shape[d]) if not actual.select(d, i).any()
+                and expected.select(d, i).abs().max() > 1e-6]
+        if not zero or len(zero) == actual.shape[d]:
+            continue
+        keep = [i for i in range(actual.shape[d]) if i not in zero]
+        idx = torch.tensor(keep)
+        if close(actual.index_select(d, idx), expected.index_select(d, idx)):
+            name = names[d] if names and d < len(names) else f"dim {d}"
+            where = ", ".join(map(str, zero[:4])) + (", ..." if len(zero) > 4 else "")
+            return Finding("unfilled", f"right everywhere except {name} = {where}, left at 0",
+                           "those were never written: a loop that stops early (range(T - 1)?) "
+                           "or a return inside the loop.")
+    return None
+
+
+def ratio_finding(actual, expected, close, tol, names, sz):
+    """Right up to a factor: constant, changing along one dim, or u[i]/u[j] (a row
+    normaliser read along the columns: a sum without keepdim=True)."""
+    atol = tol["atol"]
+    support = expected.abs() > 1e-6
+    if not support.any() or actual.shape != expected.shape:
+        return None
+    if (actual[~support].abs() > atol * 10).any():
+        return None
+    r = torch.where(support, actual / expected.where(support, torch.ones_like(expected)),
+                    torch.full_like(expected, float("nan")))
+    vals = r[support]
+    if (vals.max() - vals.min()).abs() <= 1e-3 * vals.abs().max():
+        c = float(vals.mean())
+        if abs(c - 1) < 1e-3:
+            return None
+        expr = _express_factor(c, sz) if sz else None
+        return Finding("constant_factor", f"every value is {c:.4g} times the expected one"
+                       + (f" (a factor {expr})" if expr else ""),
+                       "the pattern is right; look for an extra or a missing division or scale.")
+    if expected.dim() >= 2 and expected.shape[-1] == expected.shape[-2] and bool(support[..., :, 0].all()):
+        u = r[..., :, 0]  # (..., T)
+        pred = u.unsqueeze(-1) / u.unsqueeze(-2)  # (..., T, T)
+        if torch.allclose(r[support], pred[support], rtol=1e-3, atol=1e-6):
+            return Finding("missing_keepdim", "a row normaliser broadcast along the columns",
+                           "wei.sum(-1) has shape (..., T) and divides column j by row j's sum; keep "
+                           "the dim: wei.sum(-1, keepdim=True).")
+    for d in range(expected.dim()):
+        moved = r.movedim(d, 0).reshape(r.shape[d], -1)
+        sup = support.movedim(d, 0).reshape(r.shape[d], -1)
+        ok = True
+        for i in range(moved.shape[0]):
+            row = moved[i][sup[i]]
+            if row.numel() and (row.max() - row.min()).abs() > 1e-3 * row.abs().max():
+                ok = False
+                break
+        if ok:
+            name = names[d] if names and d < len(names) else f"dim {d}"
+            factors = []
+            for i in range(min(3, moved.shape[0])):
+                row = moved[i][sup[i]]
+                factors.append(f"{float(row.mean()):.3g}" if row.numel() else "?")
+            return Finding("factor_along_dim", f"values right up to a factor that changes along {name}",
+                           f"at {name} = 0, 1, 2 yours are {', '.join(factors)} times the expected ones: "
+                           f"the count or sum you divide by is wrong for each {name}.")
+    return None
+
+
+def nonfinite_finding(actual, names):
+    """Where NaN/inf values sit: everywhere, or all at one index of one dim."""
+    bad = ~torch.isfinite(actual)
+    if not bad.any():
+        return None
+    if bad.all():
+        return Finding("all_nan", "every value is NaN or inf",
+                       "an inf met a 0 early on (0 * -inf, or inf - inf): hide scores with "
+                       "masked_fill(mask, float('-inf')), never by arithmetic with inf.")
+    where = bad.nonzero()
+    for d in range(actual.dim()):
+        idx = where[:, d].unique()
+        if idx.numel() == 1 and actual.shape[d] > 1 and (d > 0 or actual.dim() == 2):
+            name = names[d] if names and d < len(names) else f"dim {d}"
+            i = int(idx)
+            hint = ("a division by zero at the first position (a count of t instead of t + 1?)"
+                    if i == 0 else "a division by zero (or a row with nothing to average) there")
+            return Finding("nonfinite_at", f"the NaN/inf values all sit at {name} = {i}", hint + ".")
+    return None
+
+
+def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts=None,
+            names=None, error=None):
+    """A Finding that explains this output (or this error), or None.
+
+    inp: the check's inputs (float64); actual: the student's output (float64, CPU) or
+    None; expected: the reference output (float64, CPU); error: (type name, message);
+    facts: grader.student_call.code_facts of the student's code, or None."""
+    sz = sizes(key, inp)
+    if error is not None:
+        return error_finding(error[0], error[1], sz, facts, key)
+    finding = module_finding(facts) if (facts or {}).get("module", {}).get("shared_modules") else None
+    if finding:
+        return finding
+    finding = globals_finding(facts, sz, key=key)
+    if finding or actual is None:
+        return finding
+    if not torch.isfinite(actual).all():
+        return nonfinite_finding(actual, names)
+    if expected is not None and _matches(actual, expected, close):
+        return None  # right values: whatever failed, the values say nothing about it
+    if expected is not None and actual.shape != expected.shape:
+        return shape_finding(key, actual.shape, expected, close, names, sz)
+    for finding, knobs in _variants(key, inp, sz):
+        try:
+            guess = forward(key, inp, **knobs)
+        except Exception:
+            continue
+        if expected is not None and _matches(expected, guess, close):
+            continue  # the same as the right answer on these inputs: says nothing
+        if _matches(actual, guess, close):
+            return finding
+    if expected is None:
+        return None
+    finding = layout_finding(actual, expected, close, names) or unfilled_finding(
+        actual, expected, close, names) or ratio_finding(actual, expected, close, tol or {"atol": 1e-5}, names, sz)
+    if finding:
+        return finding
+    thrown = sorted((facts or {}).get("discarded", ()))
+    if thrown:
+        return Finding("not_assigned", f"the result of {thrown[0]}(...) is thrown away",
+                       f"{thrown[0]} returns a new tensor and leaves its input as it was: assign it "
+                       f"(wei = wei.{thrown[0]}(...)).")
+    if "//" in (facts or {}).get("operators", ()):
+        return Finding("floor_division", "floor division //",
+                       "a // b rounds down to a whole number; divide with / for averages.")
+    if key in ATTENTION + WEIGHTS:
+        f = _fit_scale(key, inp, actual, close)
+        if f is not None:
+            want = CORRECT_SCALE.get(key, "head_size ** -0.5")
+            return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
+                           f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
+    return None
+
+
+def shape_finding(key, shape, expected, close, names, sz):
+    """Why the output has this shape, said in the sizes."""
+    named = name_shape(shape, sz)
+    want = name_shape(expected.shape, sz)
+    if named is None or want is None:
+        return None
+    parts = named.strip("()").split(", ")
+    if "n_heads" in parts and "head_size" in parts:
+        return Finding("heads_not_merged", f"the output is {named}: the heads are still separate",
+                       f"merge them back: {MERGE_HINT}, then self.proj.")
+    if sorted(parts) == sorted(want.strip("()").split(", ")):
+        return Finding("dims_order", f"the output is {named}, not {want}",
+                       "the right sizes in the wrong order: a transpose or view swapped two dims.")
+    if parts[-2:] == ["T", "T"] and want.endswith("T, T)") is False:
+        return Finding("returned_weights", f"the output is {named}: the attention weights",
+                       "return the weights applied to the values: wei @ v.")
+    return Finding("shape_named", f"the output is {named}; expected {want}",
+                   "follow the shape of each step with a comment like # (B, T, head_size).")
+
+
+# --- errors: the sizes they name ---------------------------------------------------------------
+
+REDUCTIONS = {"sum", "mean", "amax", "max", "logsumexp", "norm", "count_nonzero"}
+
+
+def error_finding(type_name, message, sz, facts=None, key=""):
+    """A Finding for an error the student's code raised, from the sizes in its message."""
+    numbers = [int(n) for n in re.findall(r"(?<![\w.])\d+(?![\w.])", message)]
+    found = globals_finding(facts, sz, error_numbers=set(numbers), key=key)
+    if found:
+        return found
+    nm = lambda n: f"{n} = {name_number(n, sz)}" if name_number(n, sz) else str(n)
+    m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
+                  r"non-singleton dimension (\d+)", message)
+    if m:
+        a, b, d = map(int, m.groups())
+        reduced = sorted(REDUCTIONS & _attrs(facts))
+        if reduced and "keepdim" not in set((facts or {}).get("keywords", ())):
+            hint = f"a {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+        elif d == 0:
+            hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
+        else:
+            hint = ("one of the two was built from the wrong size (T = x.shape[1], not shape[0] or "
+                    "[-1]), or lacks a dim ((T, 1) for a (T,) vector, keepdim=True after a sum)")
+        return Finding("broadcast", f"shapes do not line up: {nm(a)} meets {nm(b)} (dimension {d})", hint + ".")
+    m = re.search(r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
+                  r"non-singleton dimension (\d+)", message)
+    if m:
+        a, b, d = map(int, m.groups())
+        return Finding("broadcast", f"a slot of size {nm(a)} given a tensor of size {nm(b)} (dimension {d})",
+                       "the value assigned has the wrong shape: check which dim the reduction "
+                       "(mean, sum) runs over.")
+    m = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", message)
+    if m:
+        a, b, c, d = map(int, m.groups())
+        labels = " ".join(name_number(n, sz) or "" for n in (a, b, c, d))
+        if re.search(r"n_heads\u00b7T|T\u00b7n_heads", labels):
+            return Finding("cat_dim", "the heads stacked along time instead of along the features",
+                           "concatenate the heads' outputs on the last dim: torch.cat(outs, dim=-1).")
+        if d == b:
+            hint = "the second matrix looks transposed: nn.Linear keeps its weight as (out, in); call the layer, or use W.T"
+        elif c > 1 and a % c == 0 and a != c:
+            hint = "the operands look swapped: the weights go first (wei @ x), each row mixing the tokens"
+        else:
+            hint = "the inner sizes of a matmul must agree"
+        return Finding("matmul_sizes", f"a matmul of ({nm(a)}, {nm(b)}) by ({nm(c)}, {nm(d)})", hint + ".")
+    m = re.search(r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] "
+                  r"but got: \[(\d+), (\d+)\]", message)
+    if m:
+        a, b, c, d = map(int, m.groups())
+        return Finding("matmul_sizes", f"a batched matmul whose first operand has {nm(b)} columns "
+                       f"while the second has {nm(d)} rows",
+                       "the inner sizes must agree: a size read from the wrong dim, or an operand "
+                       "that needs .mT (transpose(-2, -1)).")
+    m = re.search(r"name '(\w+)' is not defined", message)
+    if m and m.group(1) in ("C", "head_size", "block_size", "causal", "n_heads"):
+        n = m.group(1)
+        return Finding("not_stored", f"forward reads {n}, an argument of __init__",
+                       f"__init__'s arguments are gone once it returns: keep it (self.{n} = {n}) and "
+                       f"read self.{n}.")
+    if "Boolean value of Tensor with more than one value is ambiguous" in message:
+        return Finding("tensor_truth", "a tensor used as a True/False condition",
+                       "to ask whether an argument was given, test `if mask is not None:`.")
+    if "view size is not compatible with input tensor's size and stride" in message:
+        return Finding("view_after_transpose", ".view on a transposed (non-contiguous) tensor",
+                       "after a transpose use .reshape(...) (or .contiguous().view(...)).")
+    m = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", message)
+    if m:
+        want = [int(s) for s in m.group(1).split(",")]
+        have = int(m.group(2))
+        shown = ", ".join(nm(w) if w > 0 else str(w) for w in want)
+        return Finding("reshape_sizes", f"a view/reshape to ({shown}) of {nm(have)} numbers",
+                       "the sizes of a view must multiply to the tensor's size; take them from x.shape.")
+    m = re.search(r"index (\d+) is out of bounds for dimension (\d+) with size (\d+)", message)
+    if m:
+        i, d, s = map(int, m.groups())
+        return Finding("index_range", f"index {i} past the end of a dim of size {nm(s)}",
+                       "loop over range(size) with the size read from the tensor's shape.")
+    m = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", message)
+    if m:
+        lo, hi, got = map(int, m.groups())
+        return Finding("dim_range", f"dim {got} of a tensor with {hi + 1} dims",
+                       "count dims from the end (-1 the last, -2 the one before) so any batch shape works.")
+    m = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
+                  r"\(expected (\d+)", message)
+    if m:
+        return Finding("unpack", "unpacking a shape with the wrong number of names",
+                       f"the input here has sizes {_sizes_text(sz)}; unpack as many names as it has dims.")
+    if "masked_fill" in message and "bool" in message:
+        return Finding("mask_dtype", "a mask that is not boolean",
+                       "masked_fill needs a bool mask: use tril == 0, or .bool().")
+    if re.search(r"same dtype|expected scalar type|dtype", message) and type_name in ("RuntimeError", "TypeError"):
+        return Finding("dtype_mixed", "tensors of two dtypes mixed",
+                       "create new tensors with dtype=x.dtype (and device=x.device), or .to(x).")
+    if re.search(r"device", message):
+        return Finding("device_mixed", "tensors on two devices mixed",
+                       "create new tensors with device=x.device, or register them as buffers in a module.")
+    if "masked_fill" in message and "bool" in message:
+        return Finding("mask_dtype", "a mask that is not boolean",
+                       "masked_fill needs a bool mask: use tril == 0, or .bool().")
+    if numbers:
+        named = [nm(n) for n in dict.fromkeys(numbers) if name_number(n, sz)]
+        if named:
+            return Finding("sizes", f"the sizes in the error are {', '.join(named)}",
+                           "follow each step's shape with a comment like # (B, T, C).")
+    return None
+
+
+# --- device and dtype -----------------------------------------------------------------------------
+
+def device_message(result, facts):
+    """(message, finding key) for the problem in a run on the meta device
+    (grader.student_call.execute_on_meta), or None.
+
+    Only errors that are about devices count: code whose Python branches read values
+    cannot run on the meta device at all, and says nothing about devices."""
+    mod = (facts or {}).get("module") or {}
+    plain = module_finding({"module": {"tensor_attributes": mod.get("tensor_attributes", ())}})
+    extra = f"\n  Likely mistake: {plain.name} \u2014 {plain.hint}" if plain else \
+        "\n  Create new tensors with device=x.device (in a module: register_buffer)."
+    key = plain.key if plain else "follows_inputs"
+    if "error" in result:
+        msg = result["message"]
+        if re.search(r"device|Cannot copy out of meta", msg):
+            return (f"with its inputs on another device (the meta device), your code mixes devices: "
+                    f"{result['error']}: {msg[:100]}{extra}", key)
+        return None
+    if result.get("device") not in (None, "meta"):
+        return (f"with its inputs on another device (the meta device), your code returned a "
+                f"tensor on {result['device']}.{extra}", key)
+    return None
+
+
+# --- shortcuts ----------------------------------------------------------------------------------
+
+def refine(mistake, facts):
+    """A catalogued mistake said more precisely when the code shows how it came about."""
+    attrs = _attrs(facts)
+    key = getattr(mistake, "key", None)
+    if key == "finite_fill" and "nan_to_num" in attrs:
+        return Finding("nan_to_num_early", "nan_to_num before the softmax",
+                       "it turns -inf into a finite number, so a fully masked row comes out uniform: "
+                       "call nan_to_num(0.0) on the weights, after the softmax.")
+    if key == "mask_ignored" and "masked_fill" in (facts or {}).get("discarded", ()):
+        return Finding("not_assigned", "the mask has no effect: is masked_fill's result kept?",
+                       "masked_fill returns a new tensor and leaves wei as it was: wei = wei.masked_fill(...).")
+    return mistake
+
+
+def shortcut(key, facts, forbidden):
+    """The name of a function from the forbidden list (or from the course's own grader)
+    that the student's code uses, or None."""
+    if not facts:
+        return None
+    names = forbidden.get(key, ())
+    attrs = _attrs(facts)
+    for name, d in _globals(facts).items():
+        if d.get("type") in ("function", "class") and str(d.get("module", "")).startswith("grader"):
+            return f"{name} (from the course's {d['module']})"
+    for full in names:
+        last = full.split(".")[-1]
+        if last in attrs:
+            return full
+        for name, d in _globals(facts).items():
+            if d.get("type") in ("function", "class") and (d.get("name") == last or name == last):
+                return full
+    return None
+
+
+# --- the smallest failing case, as a picture ------------------------------------------------------
+
+def crop(key, inp, L):
+    """The check's inputs cut to the first L time steps (all exercises are causal-safe to cut)."""
+    out = dict(inp)
+    if key == "running_average_weights":
+        out["T"] = L
+    elif key in BAG or key == "head" or key in MHA:
+        out["x"] = inp["x"][:, :L]
+    elif key in WEIGHTS:
+        out["scores"] = inp["scores"][..., :L, :L]
+        if key == "masked_softmax":
+            out["mask"] = inp["mask"][..., :L, :L]
+    elif key == "scaled_dot_product_attention":
+        for n in ("q", "k", "v"):
+            out[n] = inp[n][:, :L]
+        if inp["mask"] is not None:
+            out["mask"] = inp["mask"][..., :L, :L]
+    return out
+
+
+def time_steps(key, inp):
+    return sizes(key, inp)["T"]
+
+
+AXES = {"weights": ("key", "query"), "output": ("feature", "token")}
+
+
+def picture(expected, actual, title, kind="output"):
+    """PNG bytes: expected | yours | difference heatmaps of one 2-D slice."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    expected, actual = expected.detach().cpu().double(), actual.detach().cpu().double()
+    diff = actual - expected
+    lo = float(min(expected.min(), actual.min()))
+    hi = float(max(expected.max(), actual.max()))
+    span = float(diff.abs().max()) or 1.0
+    fig = Figure(figsize=(8.4, 2.8), dpi=80)
+    FigureCanvasAgg(fig)
+    xlabel, ylabel = AXES[kind]
+    panels = [("expected", expected, "viridis", lo, hi), ("yours", actual, "viridis", lo, hi),
+              ("yours \u2212 expected", diff, "RdBu_r", -span, span)]
+    for i, (name, data, cmap, vmin, vmax) in enumerate(panels):
+        ax = fig.add_subplot(1, 3, i + 1)
+        im = ax.imshow(data.numpy(), cmap=cmap, vmin=vmin, vmax=vmax,
+                       interpolation="nearest", aspect="auto")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=9)
+        if i == 0:
+            ax.set_ylabel(ylabel, fontsize=9)
+        rows, cols = data.shape
+        ax.set_xticks(range(0, cols, max(1, cols // 8)))
+        ax.set_yticks(range(0, rows, max(1, rows // 8)))
+        ax.tick_params(labelsize=7)
+        if rows * cols <= 36 and cols <= 8:  # few cells: write the numbers in
+            for r in range(rows):
+                for c in range(cols):
+                    v = float(data[r, c])
+                    shade = (v - vmin) / ((vmax - vmin) or 1.0)
+                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                            color="white" if (shade < 0.5 if cmap == "viridis" else abs(shade - 0.5) > 0.3) else "black")
+        if i in (1, 2):
+            fig.colorbar(im, ax=ax, fraction=0.05, pad=0.03).ax.tick_params(labelsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def slice_2d(key, expected, actual):
+    """(expected 2-D, actual 2-D, where) of the batch element that differs most."""
+    if expected.dim() == 2:
+        return expected, actual, ""
+    err = (actual - expected).abs().reshape(expected.shape[0], -1).amax(1)
+    b = int(err.argmax())
+    return expected[b], actual[b], f"batch {b}, "
+
+
+def picture_kind(key):
+    return "weights" if key in WEIGHTS or key == "running_average_weights" else "output"

@@ -1,0 +1,345 @@
+"""Diagnosis that generalises: wrong attempts (ours and a learner's) get their mistake
+named and never a wrong name; inputs changed in place, trivial answers and shortcuts
+fail; a failing values check carries a picture of its smallest failing case."""
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+import grader
+from grader import core, diagnosis, student_call
+from grader.core import CheckError, run_check
+from grader.exercises import EXERCISES
+from answers import CORRECT, BatchedMultiHeadAttention, Head
+import diagnosis_eval
+
+ATTEMPTS = diagnosis_eval.own_attempts() + diagnosis_eval.student_attempts()
+
+
+@pytest.mark.parametrize("attempt", ATTEMPTS, ids=[a["id"] for a in ATTEMPTS])
+def test_attempt_is_caught_and_never_misnamed(attempt):
+    verdict, failures = diagnosis_eval.run(attempt)
+    shown = "\n".join(f"{focus}: {finding}: {message}" for focus, finding, message in failures)
+    assert verdict != "undetected", "every check passed"
+    assert verdict != "misleading", shown
+    if attempt.get("expect"):
+        assert verdict == "named", shown
+    for _, _, message in failures:
+        assert len(message.splitlines()) <= 5, message
+
+
+# --- the two cases that used to mislead ------------------------------------------------
+
+def inplace_loop(x):
+    B, T, C = x.shape
+    for b in range(B):
+        for t in range(T):
+            x[b, t] = x[b, : t + 1].mean(0)
+    return x
+
+
+@pytest.mark.parametrize("focus", ["causal", "values"])
+def test_an_in_place_loop_is_called_what_it_is(focus):
+    with pytest.raises(CheckError) as info:
+        grader.check_bag_of_words_loop(inplace_loop, focus)
+    assert info.value.finding == "input_mutation"
+    assert "changed its input x" in str(info.value) and "not causal" not in str(info.value)
+
+
+class MergedWithoutTranspose(BatchedMultiHeadAttention):
+    def forward(self, x):
+        B, T, C = x.shape
+        split = lambda t: t.view(B, T, self.n_heads, self.head_size).transpose(1, 2)
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # (B, n_heads, T, head_size)
+        return self.proj(out.reshape(B, T, -1))
+
+
+@pytest.mark.parametrize("focus", ["causal", "values", "encoder"])
+def test_heads_merged_without_transpose_are_named(focus):
+    with pytest.raises(CheckError) as info:
+        grader.check_batched_multi_head_attention(MergedWithoutTranspose, focus)
+    assert "Likely mistake: heads merged without transposing back" in str(info.value)
+
+
+def test_heads_merged_without_transpose_are_named_on_hidden_sizes():
+    for seed in range(3):
+        with pytest.raises(CheckError, match="heads merged without transposing back"):
+            grader.check_batched_multi_head_attention(MergedWithoutTranspose, "values", hidden=True, seed=seed)
+
+
+# --- input mutation -------------------------------------------------------------------------
+
+def test_input_changed_in_place_fails_even_with_right_values():
+    def sdpa_inplace(q, k, v, mask=None):
+        out = CORRECT["scaled_dot_product_attention"](q, k, v, mask)
+        v.zero_()
+        return out
+    with pytest.raises(CheckError) as info:
+        grader.check_scaled_dot_product_attention(sdpa_inplace, "output")
+    message = str(info.value)
+    assert "changed its input v" in message and "values you return are right" in message
+    assert "zero_()" in message
+
+
+def test_inputs_changed_in_place_are_reported_as_plain_data():
+    x = torch.randn(2, 3, 4)
+    out, changed = student_call.execute_watched(lambda x: x.add_(1), {"kind": "function", "args": [x],
+                                                                      "names": ["x"]})
+    assert changed == [{"name": "x", "changed": 24, "total": 24}]
+    _, changed = student_call.execute_watched(lambda x: x + 1, {"kind": "function", "args": [x]})
+    assert changed == []
+
+
+# --- trivial answers --------------------------------------------------------------------
+
+TRIVIAL = [
+    ("bag_of_words_loop", lambda x: x, ["output", "first_token", "causal", "batch_independent"]),
+    ("running_average_weights", lambda T: torch.eye(T), ["output", "rows_sum_to_one", "lower_triangular"]),
+    ("running_average_weights", lambda T: torch.zeros(T, T), ["output", "lower_triangular"]),
+    ("masked_softmax", lambda s, m: torch.zeros_like(s), ["output", "masked_get_zero", "fully_masked_rows"]),
+    ("causal_weights", lambda s: torch.eye(s.shape[-1]).expand_as(s).clone(), ["output", "rows_sum_to_one", "causal"]),
+    ("scaled_dot_product_attention", lambda q, k, v, mask=None: v.clone(), ["output", "causal"]),
+]
+
+
+@pytest.mark.parametrize("key,answer,focuses", TRIVIAL, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(TRIVIAL)])
+def test_trivial_answers_earn_no_property_point(key, answer, focuses):
+    for focus in focuses + ["values"]:
+        with pytest.raises(CheckError, match="skips the exercise earns no points") as info:
+            run_check(EXERCISES[key], answer, focus, quiet=True)
+        assert info.value.finding == "trivial"
+
+
+class ValueOnly(Head):
+    def forward(self, x):
+        return self.value(x)
+
+
+class ProjectedValues(BatchedMultiHeadAttention):
+    def forward(self, x):
+        return self.proj(self.value(x))
+
+
+@pytest.mark.parametrize("key,cls", [("head", ValueOnly), ("batched_multi_head_attention", ProjectedValues)])
+def test_merely_projected_inputs_earn_nothing(key, cls):
+    for focus in EXERCISES[key].focuses:
+        with pytest.raises(CheckError, match="skips the exercise"):
+            run_check(EXERCISES[key], cls, focus, quiet=True)
+
+
+# --- shortcuts ----------------------------------------------------------------------------
+
+def torch_sdpa(q, k, v, mask=None):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)
+
+
+def test_shortcut_passes_with_a_note_in_the_lab_and_fails_when_graded(capsys):
+    result = run_check(EXERCISES["scaled_dot_product_attention"], torch_sdpa, "values")
+    out = capsys.readouterr().out
+    assert out.startswith("\u2713 ") and "note: F.scaled_dot_product_attention does the whole exercise" in out
+    assert len(out.splitlines()) == 2 and result.notes
+    with pytest.raises(CheckError, match="uses F.scaled_dot_product_attention") as info:
+        run_check(EXERCISES["scaled_dot_product_attention"], torch_sdpa, "values", graded=True)
+    assert info.value.finding == "shortcut"
+
+
+def test_shortcut_imported_under_another_name_is_found():
+    from torch.nn.functional import scaled_dot_product_attention as attend
+
+    def sdpa(q, k, v, mask=None):
+        return attend(q, k, v, attn_mask=None if mask is None else ~mask)
+    with pytest.raises(CheckError, match="uses F.scaled_dot_product_attention"):
+        run_check(EXERCISES["scaled_dot_product_attention"], sdpa, "values", graded=True)
+
+
+def test_instructors_change_the_shortcut_list_in_the_config():
+    from traitlets.config import Config
+
+    config = Config()
+    config.Shortcuts.forbidden = {"scaled_dot_product_attention": ["torch.softmax"]}
+    run_check(EXERCISES["scaled_dot_product_attention"], torch_sdpa, "values", graded=True,
+              config=config, quiet=True)
+    with pytest.raises(CheckError, match="uses torch.softmax"):
+        run_check(EXERCISES["scaled_dot_product_attention"], CORRECT["scaled_dot_product_attention"],
+                  "values", graded=True, config=config)
+
+
+def test_calling_the_course_reference_is_a_shortcut():
+    from grader.reference import bag_of_words as bag_of_words_loop
+
+    def bag_of_words_matmul(x):
+        return bag_of_words_loop(x)
+    with pytest.raises(CheckError, match="from the course's grader.reference"):
+        run_check(EXERCISES["bag_of_words_matmul"], bag_of_words_matmul, "values", graded=True)
+
+
+def test_correct_answers_use_no_shortcut():
+    from grader import shortcuts
+
+    for key, answer in CORRECT.items():
+        fixed = core._load_fixed(EXERCISES[key])
+        call = EXERCISES[key].call(next(iter(fixed.values()))["inputs"])
+        assert diagnosis.shortcut(key, student_call.code_facts(answer, call), shortcuts.forbidden()) is None
+
+
+# --- facts about the student's code ---------------------------------------------------------
+
+def test_code_facts_are_plain_data_and_see_modules():
+    class Shared(nn.Module):
+        def __init__(self, C, n_heads, head_size, block_size, causal=True):
+            super().__init__()
+            self.heads = nn.ModuleList([Head(C, head_size, block_size, causal)] * n_heads)
+            self.query = self.key = nn.Linear(C, head_size)
+            self.mask = torch.ones(block_size, block_size).tril()
+
+        def forward(self, x):
+            return torch.cat([h(x) for h in self.heads], dim=-1).cumsum(1)
+
+    call = {"kind": "module", "ctor": [12, 3, 5, 9], "ctor_kw": {"causal": True}}
+    facts = student_call.code_facts(Shared, call)
+    assert json.loads(json.dumps(facts)) == facts
+    mod = facts["module"]
+    assert ["heads.0", "heads.1", "heads.2"] in mod["shared_modules"] and ["query", "key"] in mod["shared_modules"]
+    assert mod["tensor_attributes"] == [{"name": "mask", "dtype": "torch.float32", "shape": [9, 9]}]
+    assert "cumsum" in facts["attributes"] and facts["globals"]["Head"]["type"] == "class"
+
+
+def test_code_facts_name_globals_with_their_values():
+    T = 8  # noqa: F841 (a closure here, a notebook global in a notebook)
+
+    def causal_weights(scores):
+        return torch.softmax(scores.masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf")), -1)
+    facts = student_call.code_facts(causal_weights)
+    assert facts["globals"]["T"] == {"type": "int", "value": 8}
+    assert facts["globals"]["torch"] == {"type": "module", "name": "torch"}
+
+
+# --- analyses from data -------------------------------------------------------------------
+
+def test_every_scale_factor_is_named_in_the_sizes():
+    inp = EXERCISES["multi_head_attention"].draw(torch.Generator().manual_seed(0), "main",
+                                                 {"B": 2, "T": 6, "C": 11, "head_size": 4, "n_heads": 3,
+                                                  "block_size": 8})
+    sz = diagnosis.sizes("multi_head_attention", inp)
+    close = lambda a, b: torch.allclose(a, b, rtol=1e-6, atol=1e-8)
+    expected = diagnosis.forward("multi_head_attention", inp)
+    for expr, value in diagnosis._factor_candidates("multi_head_attention", sz):
+        if expr == "1/sqrt(head_size)":
+            continue
+        actual = diagnosis.forward("multi_head_attention", inp, factor=value)
+        found = diagnosis.analyse("multi_head_attention", inp, actual=actual, expected=expected, close=close)
+        assert found is not None and found.key == "scale" and expr in found.name, (expr, found)
+
+
+def test_an_unlisted_scale_is_found_by_fitting():
+    inp = EXERCISES["scaled_dot_product_attention"].draw(torch.Generator().manual_seed(1), "no_mask",
+                                                         {"B": 2, "T": 5, "head_size": 6})
+    close = lambda a, b: torch.allclose(a, b, rtol=1e-6, atol=1e-8)
+    actual = diagnosis.forward("scaled_dot_product_attention", inp, factor=0.3)
+    found = diagnosis.analyse("scaled_dot_product_attention", inp, actual=actual,
+                              expected=diagnosis.forward("scaled_dot_product_attention", inp), close=close)
+    assert found.key == "scale" and "0.3" in found.name
+
+
+def test_errors_are_explained_in_the_sizes():
+    sz = {"B": 3, "T": 7, "C": 12, "n_heads": 2, "head_size": 5}
+    found = diagnosis.error_finding("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (21x12 and 10x12)", sz)
+    assert "21 = B\u00b7T" in found.name and "10 = n_heads\u00b7head_size" in found.name
+    assert "transposed" in found.hint
+    found = diagnosis.error_finding("RuntimeError", "The size of tensor a (8) must match the size of tensor b (7) "
+                                    "at non-singleton dimension 2", sz,
+                                    {"globals": {"T": {"type": "int", "value": 8}}})
+    assert found.key == "global_size" and "T = 8" in found.name
+
+
+def test_layout_search_finds_permutations_and_wrong_reshapes():
+    close = lambda a, b: a.shape == b.shape and torch.allclose(a, b)
+    expected = torch.randn(3, 7, 5)
+    found = diagnosis.layout_finding(expected.transpose(1, 2), expected, close, ["B", "T", "head_size"])
+    assert found.key == "transposed"
+    found = diagnosis.layout_finding(expected.transpose(0, 1).reshape(3, 7, 5), expected, close, ["B", "T", "C"])
+    assert found.key == "reshaped"
+
+
+# --- the picture ------------------------------------------------------------------------------
+
+def test_a_failing_values_check_carries_its_smallest_failing_case():
+    def wrong_dim(scores, mask):
+        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-2).nan_to_num(0.0)
+    with pytest.raises(CheckError) as info:
+        grader.check_masked_softmax(wrong_dim, "values")
+    case = info.value.case
+    assert case["title"].endswith("T = 2)") and case["expected"].shape == (2, 2)
+    assert info.value.picture.startswith(b"\x89PNG")
+    with pytest.raises(CheckError) as info:
+        grader.check_masked_softmax(wrong_dim, "rows_sum_to_one")  # not a values check
+    assert info.value.case is None and info.value.picture is None
+
+
+def test_the_picture_is_shown_inline_in_a_kernel_before_the_error():
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        code = ("import torch\nfrom grader import check_masked_softmax\n"
+                "def masked_softmax(scores, mask):\n"
+                "    return torch.softmax(scores.masked_fill(mask, float('-inf')), dim=-2).nan_to_num(0.0)\n"
+                "check_masked_softmax(masked_softmax, 'values')\n")
+        kinds, streams = [], []
+        msg_id = kc.execute(code)
+        while True:
+            msg = kc.get_iopub_msg(timeout=120)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind = msg["msg_type"]
+            if kind == "display_data":
+                kinds.append("image" if "image/png" in msg["content"]["data"] else "other")
+            elif kind == "error":
+                kinds.append("error")
+            elif kind == "stream":
+                streams.append(msg["content"]["name"])
+            elif kind == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        assert kinds == ["image", "error"] and "stderr" not in streams
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+# --- graded verification, outside the kernel ----------------------------------------------
+
+@pytest.mark.xdist_group("graded_class")
+def test_grading_refuses_shortcuts_and_inputs_changed_in_place(tmp_path):
+    import nbformat
+
+    from grader import synthetic
+    from grader.grading.autograde import Grading
+    from grader.grading.status import Status
+
+    root = synthetic.make_course(tmp_path / "course")
+    a = "05_scaled_attention"
+    answers = {
+        "shortcut": "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                    "    return F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)",
+        "inplace": "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                   "    q *= q.shape[-1] ** -0.5\n"
+                   "    wei = q @ k.transpose(-2, -1)\n"
+                   "    if mask is not None:\n"
+                   "        wei = wei.masked_fill(mask, float('-inf'))\n"
+                   "    return torch.softmax(wei, dim=-1) @ v",
+    }
+    for student, code in answers.items():
+        folder = root / "submitted" / student / a
+        folder.mkdir(parents=True)
+        nbformat.write(synthetic.answered(root, a, a, edit=lambda gid, src, code=code: code),
+                       folder / f"{a}.ipynb")
+    Grading(root, jobs=2, budget=90).run(progress=False)
+    for student in answers:
+        outcomes = Status(root).get(student, a)["notebooks"][a]["outcomes"]
+        failed = [outs[-1] for outs in outcomes.values()]
+        assert failed and not any(o["passed"] for o in failed), outcomes
+        want = "uses F.scaled_dot_product_attention" if student == "shortcut" else "changed its input q"
+        assert all(want in o["message"] for o in failed), failed
