@@ -16,14 +16,21 @@ submission's fingerprint in autograded/.status.json. Re-running skips what has n
 changed (files, the assignment's source, the grader's code and data, the configuration,
 the due date, the settings); `--force` regrades everything. A worker that dies has its
 task rerun elsewhere by the scheduler; a submission that kills workers again and again
-is marked "needs attention"; a scheduler that goes away stops the run with everything
-finished so far recorded.
+(the scheduler's `distributed.scheduler.allowed-failures` + 1 of them) is marked "needs
+attention"; a scheduler that goes away stops the run with everything finished so far
+recorded. At most a few tasks per worker thread are handed to the scheduler at a time,
+so neither it nor the workers hold the whole class.
 """
 import argparse
+import functools
+import hashlib
+import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -35,6 +42,66 @@ from grader.grading.submission import Job, Refused, Settings, SubmissionResult, 
 
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
 ALLOWED_FAILURES = 2  # workers a submission may kill before it needs attention
+IN_FLIGHT_PER_THREAD = 2  # tasks handed to the scheduler per worker thread; the rest wait here
+# Packages whose version decides how a notebook is graded: every worker must have the
+# client's (with the course's grader code and reference data, see environment()).
+GRADING_PACKAGES = ("torch", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client",
+                    "nbformat", "dask", "distributed")
+
+
+class RunStopped(RuntimeError):
+    """The run cannot go on (the scheduler went away, a worker runs another version of the
+    course); everything merged before is recorded. `summary` counts what was done."""
+
+    summary = None
+
+
+class WorkerMismatch(RuntimeError):
+    """Raised on a worker whose course code or packages differ from the client's."""
+
+
+@functools.lru_cache(maxsize=1)
+def environment():
+    """A hash of what a worker must share with the client: the grader's code and reference
+    data (this checkout of the course), Python's version and the grading packages'."""
+    from importlib import metadata
+
+    from grader.grading.layout import ROOT
+    from grader.grading.status import _hash_tree
+
+    h = hashlib.sha256(sys.version.encode())
+    for name in GRADING_PACKAGES:
+        try:
+            h.update(f"{name}=={metadata.version(name)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{name} missing".encode())
+    _hash_tree(h, ROOT / "grader", "*.py")
+    _hash_tree(h, ROOT / "data" / "references")
+    return h.hexdigest()
+
+
+def _prepare_scheduler(dask_scheduler):
+    """Run on an existing scheduler: hand a worker only the task it runs (a worker that
+    dies then takes no queued, innocent submission down with it), and say which version
+    of the course the scheduler can load."""
+    dask_scheduler.WORKER_SATURATION = 1.0
+    return environment()
+
+
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def grade_task(job, expected_environment):
+    """The Dask task: grade_submission(job) on a worker that has the client's environment.
+    nbgrader changes the process's working folder, so a worker started with more than one
+    thread still grades one submission at a time."""
+    from grader.grading.submission import grade_submission
+
+    if environment() != expected_environment:
+        raise WorkerMismatch(f"the worker on {socket.gethostname()} ({sys.executable}) has another "
+                             "version of the course's grader, reference data or packages")
+    with _ONE_AT_A_TIME:
+        return grade_submission(job)
 
 
 def _duedate(gb, assignment):
@@ -46,9 +113,10 @@ def _duedate(gb, assignment):
 
 class Grading:
     def __init__(self, root, jobs=1, device=None, force=False, budget=None, scheduler=None,
-                 call_timeout=None):
+                 call_timeout=None, memory=WORKER_MEMORY):
         self.root = Path(root)
         self.jobs, self.force, self.scheduler = max(1, jobs), force, scheduler
+        self.memory = memory  # per worker of the embedded cluster
         self.config = layout.load_config(self.root)
         execute = self.config.GradingExecute
         self.settings = Settings(device=device or "cpu",
@@ -114,13 +182,15 @@ class Grading:
         if not todo:
             return summary
         with tempfile.TemporaryDirectory(prefix="autograde-") as workdir:
-            jobs = list(self._jobs(todo, workdir))
-            bar = layout.progress(len(jobs), enabled=progress)
+            bar = layout.progress(len(todo), enabled=progress)
             try:
-                for result, fp in self._map(jobs):
+                for result, fp in self._map(self._jobs(todo, workdir)):
                     self.merge(result, fp)
                     summary[result.status] += 1
                     bar.update(1)
+            except RunStopped as err:
+                err.summary = summary
+                raise
             finally:
                 bar.close()
         return summary
@@ -128,50 +198,119 @@ class Grading:
     def _map(self, jobs):
         """(result, fingerprint) for every job, as they finish, on the Dask cluster."""
         import dask
-        from distributed import Client, LocalCluster, as_completed
-        from distributed.client import FutureCancelledError
-        from distributed.scheduler import KilledWorker
-
-        from grader.grading.submission import grade_submission
+        import distributed  # noqa: F401 (sets up its loggers, which _quiet_dask then quiets)
 
         with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
-                              "distributed.worker.daemon": False,
-                              "distributed.logging.distributed": "error"}):
-            if self.scheduler:
-                cluster, client = None, Client(self.scheduler, timeout="30s")
-            else:
-                threads = max(1, (os.cpu_count() or 1) // self.jobs)
-                env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-                cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                       memory_limit=WORKER_MEMORY, dashboard_address=None,
-                                       silence_logs=40, env=env)
-                client = Client(cluster)
+                              "distributed.scheduler.worker-saturation": 1.0,
+                              "distributed.worker.daemon": False}), _quiet_dask():
+            cluster, client = self._connect()
             try:
-                futures = {}
-                for job, fp in jobs:
-                    key = f"grade-{job.student}-{job.assignment}-{fp[:12]}"
-                    futures[client.submit(grade_submission, job, key=key, pure=False)] = (job, fp)
-                for future in as_completed(futures):
-                    job, fp = futures[future]
-                    try:
-                        result = future.result()
-                    except KilledWorker:
-                        result = SubmissionResult(
-                            job.student, job.assignment, "needs_attention",
-                            f"grading it killed {ALLOWED_FAILURES + 1} workers in a row "
-                            "(a crash or running out of memory); not graded")
-                    except (FutureCancelledError, OSError, TimeoutError) as err:
-                        raise SystemExit(f"the Dask scheduler went away ({type(err).__name__}); "
-                                         "everything finished so far is recorded: run again "
-                                         "to grade the rest") from None
-                    except Exception as err:
-                        result = SubmissionResult(job.student, job.assignment, "needs_attention",
-                                                  f"grading failed: {type(err).__name__}: {str(err)[:200]}")
-                    yield result, fp
+                if self.scheduler:
+                    self._check_cluster(client)
+                yield from self._run_tasks(client, iter(jobs))
             finally:
                 client.close()
                 if cluster is not None:
                     cluster.close()
+
+    def _connect(self):
+        from distributed import Client, LocalCluster
+
+        if not self.scheduler:
+            threads = max(1, (os.cpu_count() or 1) // self.jobs)
+            env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+            cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
+                                   memory_limit=self.memory, dashboard_address=None,
+                                   silence_logs=logging.CRITICAL, env=env)
+            return cluster, Client(cluster)
+        try:
+            return None, Client(self.scheduler, timeout="30s")
+        except (OSError, TimeoutError) as err:
+            raise RunStopped(f"cannot reach the Dask scheduler at {self.scheduler} "
+                             f"({type(err).__name__}: {str(err)[:200]}); nothing was graded") from None
+
+    def _check_cluster(self, client):
+        """An existing cluster: its scheduler and workers must grade as this checkout would
+        (the scheduler unpickles the tasks, the workers run them). Say so when no worker
+        has joined yet, or when workers have more than one thread."""
+        advice = ("start the scheduler and every worker from the same commit of the course, "
+                  "in the same environment as this checkout; nothing was graded")
+        try:
+            on_scheduler = client.run_on_scheduler(_prepare_scheduler)
+        except Exception as err:
+            raise RunStopped(f"the Dask scheduler at {self.scheduler} cannot load the course's "
+                             f"grader ({type(err).__name__}: {str(err)[:200]}): {advice}") from None
+        if on_scheduler != environment():
+            raise RunStopped(f"the Dask scheduler at {self.scheduler} has another version of the "
+                             f"course's grader, reference data or packages: {advice}")
+        try:
+            found = client.run(environment)
+        except Exception:
+            found = {}  # a worker going away now is no reason to stop; every task checks too
+        wrong = sorted(addr for addr, env in found.items() if env != environment())
+        if wrong:
+            raise RunStopped(f"{len(wrong)} worker(s) of {self.scheduler} ({', '.join(wrong[:3])}) "
+                             f"have another version of the course's grader, reference data or "
+                             f"packages: {advice}")
+        if not found:
+            print(f"autograde: no worker has joined {self.scheduler} yet; the submissions wait "
+                  "for the first one", file=sys.stderr)
+        busy = sorted(addr for addr, n in client.nthreads().items() if n > 1)
+        if busy:
+            print(f"autograde: {len(busy)} worker(s) have more than one thread; each grades one "
+                  "submission at a time (start workers with --nthreads 1)", file=sys.stderr)
+
+    def _run_tasks(self, client, jobs):
+        from distributed import as_completed
+        from distributed.scheduler import KilledWorker
+
+        expected = environment()
+        futures, running = {}, as_completed()
+
+        def submit_more():
+            window = max(4, IN_FLIGHT_PER_THREAD * sum(client.nthreads().values()))
+            while len(futures) < window:
+                item = next(jobs, None)
+                if item is None:
+                    return
+                job, fp = item
+                key = f"grade-{job.student}-{job.assignment}-{fp[:12]}"
+                future = client.submit(grade_task, job, expected, key=key, pure=False)
+                futures[future] = (job, fp)
+                running.add(future)
+
+        try:
+            submit_more()
+            for future in running:
+                job, fp = futures.pop(future)
+                try:
+                    result = future.result()
+                except KilledWorker as err:
+                    # Not the submission's verdict but the cluster's: no fingerprint is
+                    # recorded, so the next run tries it again.
+                    result, fp = SubmissionResult(job.student, job.assignment, "needs_attention",
+                                                  _killed_reason(client, err)), None
+                except WorkerMismatch as err:
+                    raise RunStopped(f"{err}: start every worker from the same commit and "
+                                     "environment as this checkout; everything finished so far "
+                                     "is recorded") from None
+                except Exception as err:
+                    if _scheduler_gone(client, err):
+                        raise RunStopped(self._lost_message(err)) from None
+                    result, fp = SubmissionResult(
+                        job.student, job.assignment, "needs_attention",
+                        f"the cluster could not grade it ({type(err).__name__}: "
+                        f"{str(err)[:200]}); the next run tries again"), None
+                future.release()  # the result leaves the cluster once merged
+                yield result, fp
+                submit_more()
+        except (OSError, TimeoutError) as err:  # submit_more asking a scheduler that is gone
+            raise RunStopped(self._lost_message(err)) from None
+
+    def _lost_message(self, err):
+        where = self.scheduler or "the embedded cluster"
+        return (f"the Dask scheduler ({where}) went away ({type(err).__name__}); everything "
+                "finished so far is recorded: run again to grade the rest")
 
     # --- the only writer ------------------------------------------------------------
 
@@ -211,6 +350,49 @@ class Grading:
         self.status.set(student, assignment, entry)
 
 
+def _scheduler_gone(client, err):
+    """Whether a task's failure means the client lost its scheduler (its futures are then
+    cancelled, or the connection fails) rather than the task failing."""
+    from concurrent.futures import CancelledError
+
+    return (isinstance(err, (CancelledError, OSError, TimeoutError))
+            or client.status not in ("running", "connecting"))
+
+
+def _killed_reason(client, err):
+    """Why a submission is not graded after its task killed one worker after another."""
+    tries = getattr(err, "allowed_failures", ALLOWED_FAILURES) + 1
+    last = getattr(getattr(err, "last_worker", None), "address", None)
+    memory = ""
+    try:
+        events = client.get_events("worker-restart-memory")
+        if any(event.get("worker") == last for _, event in events):
+            memory = ", the last one by going over its memory limit"
+    except Exception:
+        pass
+    return (f"grading it killed {tries} workers, one after another{memory}: a notebook whose "
+            "outputs do not fit in a worker's memory, or a crash; not graded, the next run "
+            "tries again")
+
+
+class _quiet_dask:
+    """Dask's own log lines (workers restarting, the client reconnecting) are noise here:
+    every outcome is reported by the run itself."""
+
+    def __enter__(self):
+        names = ["distributed"] + [n for n in logging.root.manager.loggerDict
+                                   if n.startswith("distributed.")]
+        self.levels = {name: logging.getLogger(name).level for name in names}
+        for name in names:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        return self
+
+    def __exit__(self, *exc):
+        for name, level in self.levels.items():
+            logging.getLogger(name).setLevel(level)
+        return False
+
+
 def _replace_dir(dst, files):
     """Write files (relative path -> bytes) as the folder dst, replacing what was there."""
     dst = Path(dst)
@@ -244,22 +426,35 @@ def main(argv=None):
     parser.add_argument("--device", default=os.environ.get("DEVICE") or None)
     parser.add_argument("--force", action="store_true", help="regrade unchanged submissions too")
     parser.add_argument("--budget", type=int, default=None, help="seconds per notebook")
+    parser.add_argument("--memory", default=os.environ.get("MEMORY") or WORKER_MEMORY,
+                        help=f"memory limit of each embedded worker (default {WORKER_MEMORY})")
     parser.add_argument("--student", action="append", help="only these students")
     parser.add_argument("--assignment", action="append", help="only these assignments")
     parser.add_argument("--root", default=str(layout.ROOT))
     args = parser.parse_args(argv)
     grading = Grading(args.root, jobs=args.jobs, device=args.device, force=args.force,
-                      budget=args.budget, scheduler=args.scheduler)
+                      budget=args.budget, scheduler=args.scheduler, memory=args.memory)
     start = time.monotonic()
-    summary = grading.run(args.student, args.assignment)
+    stopped = None
+    try:
+        summary = grading.run(args.student, args.assignment)
+    except RunStopped as err:
+        stopped, summary = err, err.summary or {"graded": 0, "needs_attention": 0, "skipped": 0}
     where = args.scheduler or f"{grading.jobs} local worker(s)"
     print(f"autograde: {summary['graded']} graded, {summary['needs_attention']} need attention, "
           f"{summary['skipped']} unchanged and skipped, in {time.monotonic() - start:.1f} s "
           f"on {where}")
     for student, assignment, entry in grading.status.attention():
         print(f"  NEEDS ATTENTION {student} / {assignment}: {entry['reason']}")
+    if stopped:
+        print(f"autograde: STOPPED: {stopped}", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module, not this __main__ copy: Dask pickles grade_task by
+    # reference to grader.grading.autograde, and its exceptions must be the same classes.
+    from grader.grading import autograde
+
+    sys.exit(autograde.main())
