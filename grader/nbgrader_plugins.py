@@ -1,4 +1,4 @@
-"""Two small nbgrader preprocessors, wired in by nbgrader_config.py.
+"""Three small nbgrader preprocessors, wired in by nbgrader_config.py.
 
 BudgetedExecute: nbgrader's Execute with a time budget for the whole notebook. Each
 cell may run for the per-cell timeout, but never past the notebook's budget; once the
@@ -8,6 +8,10 @@ tests score 0). A hanging submission therefore costs one budget, not timeout x c
 HideHiddenTracebacks: for feedback. In a test cell that contains hidden tests, an error
 traceback shows the failing line of the hidden test; keep only the error's name and
 message (the checks' messages never contain test source).
+
+ClearWidgetState: for the release. The executed sources keep the state of their widgets
+in the notebook's metadata; nbgrader clears cell outputs but not that, so it would ship
+to students as a stale copy of the instructor's widgets.
 """
 import time
 
@@ -56,3 +60,9 @@ class HideHiddenTracebacks(NbGraderPreprocessor):
                 if output.output_type == "error":
                     output.traceback = [f"{output.ename}: {output.evalue}"]
         return cell, resources
+
+
+class ClearWidgetState(NbGraderPreprocessor):
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return nb, resources
