@@ -28,6 +28,14 @@ if not os.path.isdir(c.Exchange.root):
         pass  # a read-only course copy: nbgrader then reports the missing exchange itself
 c.CollectApp.check_owner = False
 
+# The release drops the widget state that the executed sources carry in their metadata.
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+
+c.GenerateAssignment.preprocessors = [
+    *GenerateAssignment.class_traits()["preprocessors"].default(),  # nbgrader's own list
+    "grader.nbgrader_plugins.ClearWidgetState",
+]
+
 c.ClearSolutions.code_stub = {
     "python": "# YOUR CODE HERE: replace the next line with your solution.\nraise NotImplementedError()",
     "markdown": "YOUR ANSWER HERE",

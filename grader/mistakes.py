@@ -22,6 +22,31 @@ class Mistake:
     fn: Callable
 
 
+# --- names and hints shared by several exercises ------------------------------------
+
+WRONG_DIM = "softmax over the wrong dimension"
+WRONG_DIM_HINT = "use dim=-1: each row (one query) must be a distribution over the keys."
+OVER_BATCH = "softmax over the batch dimension"
+OVER_BATCH_HINT = "dim=0 mixes different sequences; use dim=-1."
+MASK_AFTER_SOFTMAX = "mask applied after the softmax"
+MASK_AFTER_SOFTMAX_HINT = ("fill the scores with -inf before the softmax; zeroing probabilities "
+                           "afterwards leaves rows that no longer sum to 1.")
+MASK_FROM_VALUES = "mask built from the score values"
+MASK_FROM_VALUES_HINT = ("build the mask from positions, torch.ones(T, T, dtype=torch.bool).triu(1), "
+                         "not from the scores: tril(scores) == 0 also hides every score that "
+                         "happens to be 0.")
+CAUSAL_INVERTED = "mask polarity inverted (the past hidden, the future visible)"
+CAUSAL_INVERTED_HINT = ("hide the future: positions above the diagonal (triu(..., diagonal=1)), "
+                        "keep tril.")
+MASK_ON_CPU = "mask created on the CPU while the scores are on the GPU"
+MISSING_SCALE = "no scale"
+MISSING_SCALE_HINT = "multiply the scores by head_size ** -0.5 (head_size = q.shape[-1])."
+MASK_NOT_SLICED = "mask sized for block_size, not sliced to T"
+MASK_NOT_SLICED_HINT = "slice the buffer to the current length T, e.g. self.mask[:T, :T]."
+DOT_T_BATCHED = ".T on a batched tensor"
+DOT_T_BATCHED_HINT = "k.T reverses all three dims of (B, T, head_size); use k.transpose(-2, -1) or k.mT."
+
+
 # --- one attention routine with every knob a learner can get wrong ------------------
 
 def _attend(q, k, v, mask=None, *, dim=-1, scale="before", factor=None, mask_mode="fill",
@@ -128,18 +153,14 @@ def _softmax(scores, mask, *, dim=-1, mask_mode="fill", fill=float("-inf"), zero
 
 
 MASKED_SOFTMAX = (
-    Mistake("softmax_wrong_dim", "softmax over the wrong dimension",
-            "use dim=-1: each row (one query) must be a distribution over the keys.",
+    Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda scores, mask: _softmax(scores, mask, dim=-2)),
-    Mistake("softmax_over_batch", "softmax over the batch dimension",
-            "dim=0 mixes different sequences; use dim=-1.",
+    Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
             lambda scores, mask: _softmax(scores, mask, dim=0)),
     Mistake("inverted_mask", "mask polarity inverted",
             "here True means 'hidden': fill where mask is True (masked_fill(mask, -inf)), not ~mask.",
             lambda scores, mask: _softmax(scores, mask, mask_mode="inverted")),
-    Mistake("mask_after_softmax", "mask applied after the softmax",
-            "fill the scores with -inf before the softmax; zeroing probabilities afterwards "
-            "leaves rows that no longer sum to 1.",
+    Mistake("mask_after_softmax", MASK_AFTER_SOFTMAX, MASK_AFTER_SOFTMAX_HINT,
             lambda scores, mask: _softmax(scores, mask, mask_mode="after")),
     Mistake("mask_ignored", "mask ignored",
             "fill the masked scores with -inf before the softmax.",
@@ -160,26 +181,22 @@ def _causal(scores, **kw):
 
 
 CAUSAL_WEIGHTS = (
-    Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
+    Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda scores: _causal(scores, dim=-2)),
-    Mistake("softmax_over_batch", MASKED_SOFTMAX[1].name, MASKED_SOFTMAX[1].hint,
+    Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
             lambda scores: _causal(scores, dim=0)),
-    Mistake("mask_from_values", "mask built from the score values",
-            "build the mask from positions, torch.tril(torch.ones(T, T)), not from the scores: "
-            "tril(scores) == 0 also hides every score that happens to be 0.",
+    Mistake("mask_from_values", MASK_FROM_VALUES, MASK_FROM_VALUES_HINT,
             lambda scores: _softmax(scores, _mask_from_values(scores))),
-    Mistake("inverted_mask", "mask polarity inverted (the past hidden, the future visible)",
-            "hide the future: positions above the diagonal (triu(..., diagonal=1)), keep tril.",
+    Mistake("inverted_mask", CAUSAL_INVERTED, CAUSAL_INVERTED_HINT,
             lambda scores: _causal(scores, mask_mode="inverted")),
     Mistake("diagonal_masked", "the diagonal is masked too",
             "a token may attend to itself: hide only positions strictly above the diagonal.",
             lambda scores: _softmax(scores, torch.ones_like(scores, dtype=torch.bool).triu(0))),
-    Mistake("mask_after_softmax", MASKED_SOFTMAX[3].name, MASKED_SOFTMAX[3].hint,
+    Mistake("mask_after_softmax", MASK_AFTER_SOFTMAX, MASK_AFTER_SOFTMAX_HINT,
             lambda scores: _causal(scores, mask_mode="after")),
     Mistake("mask_ignored", "no causal mask", "hide the future before the softmax.",
             lambda scores: torch.softmax(scores, dim=-1)),
-    Mistake("mask_wrong_device", "mask created on the CPU while the scores are on the GPU",
-            "create the mask with device=scores.device.",
+    Mistake("mask_wrong_device", MASK_ON_CPU, "create the mask with device=scores.device.",
             lambda scores: _softmax(scores, _cpu_mask(scores.shape[-1], scores.device))),
 )
 
@@ -206,9 +223,9 @@ def _head(x, w_query, w_key, w_value, causal=True, block_size=None, *, values="v
 
 
 HEAD = (
-    Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
+    Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _head(*a, dim=-2)),
-    Mistake("softmax_over_batch", MASKED_SOFTMAX[1].name, MASKED_SOFTMAX[1].hint,
+    Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
             lambda *a: _head(*a, dim=0)),
     Mistake("aggregates_x", "weights applied to x instead of v",
             "aggregate the values: out = wei @ v, where v = self.value(x).",
@@ -216,11 +233,11 @@ HEAD = (
     Mistake("queries_keys_swapped", "queries and keys swapped",
             "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key.",
             lambda *a: _head(*a, swap=True)),
-    Mistake("mask_from_values", CAUSAL_WEIGHTS[2].name, CAUSAL_WEIGHTS[2].hint,
+    Mistake("mask_from_values", MASK_FROM_VALUES, MASK_FROM_VALUES_HINT,
             lambda *a: _head(*a, mask="values")),
-    Mistake("inverted_mask", CAUSAL_WEIGHTS[3].name, CAUSAL_WEIGHTS[3].hint,
+    Mistake("inverted_mask", CAUSAL_INVERTED, CAUSAL_INVERTED_HINT,
             lambda *a: _head(*a, mask_mode="inverted")),
-    Mistake("mask_after_softmax", MASKED_SOFTMAX[3].name, MASKED_SOFTMAX[3].hint,
+    Mistake("mask_after_softmax", MASK_AFTER_SOFTMAX, MASK_AFTER_SOFTMAX_HINT,
             lambda *a: _head(*a, mask_mode="after")),
     Mistake("mask_ignored", "no causal mask (an encoder head)",
             "with causal=True, hide the future before the softmax.",
@@ -228,13 +245,11 @@ HEAD = (
     Mistake("scaled", "scores scaled by head_size ** -0.5",
             "this notebook's head has no scale yet: that is the subject of notebook 05.",
             lambda x, *a: _head(x, *a, factor=a[0].shape[0] ** -0.5)),
-    Mistake("mask_not_sliced", "mask sized for block_size, not sliced to T",
-            "slice the buffer to the current length: self.tril[:T, :T].",
+    Mistake("mask_not_sliced", MASK_NOT_SLICED, MASK_NOT_SLICED_HINT,
             lambda *a: _head(*a, mask="unsliced")),
-    Mistake("dot_T_batched", ".T on a batched tensor",
-            "k.T reverses all three dims of (B, T, head_size); use k.transpose(-2, -1) or k.mT.",
+    Mistake("dot_T_batched", DOT_T_BATCHED, DOT_T_BATCHED_HINT,
             lambda *a: _head(*a, transpose="T")),
-    Mistake("mask_wrong_device", CAUSAL_WEIGHTS[7].name,
+    Mistake("mask_wrong_device", MASK_ON_CPU,
             "create the mask with device=x.device, or register it as a buffer.",
             lambda *a: _head(*a, mask="cpu")),
 )
@@ -247,15 +262,14 @@ def _sdpa(q, k, v, mask=None, **attend):
 
 
 SCALED_DOT_PRODUCT_ATTENTION = (
-    Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
+    Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _sdpa(*a, dim=-2)),
-    Mistake("softmax_over_batch", MASKED_SOFTMAX[1].name, MASKED_SOFTMAX[1].hint,
+    Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
             lambda *a: _sdpa(*a, dim=0)),
     Mistake("scale_after_softmax", "scale applied to the probabilities after the softmax",
             "scale the scores before masking and softmax: softmax(q @ k^T * head_size**-0.5).",
             lambda *a: _sdpa(*a, scale="after")),
-    Mistake("missing_scale", "no scale",
-            "multiply the scores by head_size ** -0.5 (head_size = q.shape[-1]).",
+    Mistake("missing_scale", MISSING_SCALE, MISSING_SCALE_HINT,
             lambda *a: _sdpa(*a, scale=None)),
     Mistake("multiplied_by_sqrt", "multiplied by sqrt(head_size) instead of dividing",
             "divide by sqrt(head_size): scores * head_size ** -0.5.",
@@ -268,11 +282,11 @@ SCALED_DOT_PRODUCT_ATTENTION = (
             "in this course True means 'hidden' (masked_fill(mask, -inf)); "
             "F.scaled_dot_product_attention uses True for 'may attend'.",
             lambda *a: _sdpa(*a, mask_mode="inverted")),
-    Mistake("mask_after_softmax", MASKED_SOFTMAX[3].name, MASKED_SOFTMAX[3].hint,
+    Mistake("mask_after_softmax", MASK_AFTER_SOFTMAX, MASK_AFTER_SOFTMAX_HINT,
             lambda *a: _sdpa(*a, mask_mode="after")),
     Mistake("mask_ignored", "mask ignored", "when mask is given, fill those scores with -inf.",
             lambda *a: _sdpa(*a, mask_mode="none")),
-    Mistake("dot_T_batched", HEAD[10].name, HEAD[10].hint,
+    Mistake("dot_T_batched", DOT_T_BATCHED, DOT_T_BATCHED_HINT,
             lambda *a: _sdpa(*a, transpose="T")),
 )
 
@@ -315,17 +329,16 @@ MULTI_HEAD_ATTENTION = (
     Mistake("missing_projection", "output projection missing",
             "after concatenating the heads, apply self.proj (n_heads * head_size -> C).",
             lambda *a: _mha(*a, project=False)),
-    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
-            SCALED_DOT_PRODUCT_ATTENTION[3].hint, lambda *a: _mha(*a, scale=None)),
+    Mistake("missing_scale", MISSING_SCALE, MISSING_SCALE_HINT, lambda *a: _mha(*a, scale=None)),
     Mistake("scale_by_C", "scores scaled by C ** -0.5 instead of head_size ** -0.5",
             "the dot products are over head_size numbers, so scale by head_size ** -0.5.",
             lambda *a: _mha(*a, scale_by="C")),
-    Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
+    Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _mha(*a, dim=-2)),
-    Mistake("inverted_mask", CAUSAL_WEIGHTS[3].name, CAUSAL_WEIGHTS[3].hint,
+    Mistake("inverted_mask", CAUSAL_INVERTED, CAUSAL_INVERTED_HINT,
             lambda *a: _mha(*a, mask_mode="inverted")),
     Mistake("mask_ignored", "no causal mask", "with causal=True, hide the future.",
             lambda *a: _mha(*a, mask_mode="none")),
-    Mistake("mask_not_sliced", HEAD[9].name, HEAD[9].hint,
+    Mistake("mask_not_sliced", MASK_NOT_SLICED, MASK_NOT_SLICED_HINT,
             lambda *a: _mha(*a, unsliced=True)),
 )

@@ -1,5 +1,6 @@
 """Widgets for the notebooks. Each keeps its state in plain attributes (probs, entropy,
 ...) so tests can drive the slider from Python and read what the chart shows."""
+import io
 import math
 
 import ipywidgets as widgets
@@ -27,19 +28,37 @@ class _ChartWidget:
             control.observe(lambda change: self.update(), names="value")
         self.update()
 
+    def figure(self):
+        """The chart for the current state, as a new matplotlib figure."""
+        fig, ax = plt.subplots(figsize=(5.5, 2.6))
+        self.draw(ax)
+        fig.tight_layout()
+        return fig
+
     def update(self):
         self.refresh()
         self.stats.value = self.summary()
         with self.plot:
             self.plot.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=(5.5, 2.4))
-            self.draw(ax)
-            fig.tight_layout()
+            fig = self.figure()
             display(fig)
             plt.close(fig)
 
-    def _ipython_display_(self):
-        display(self.widget)
+    def png(self):
+        """The current chart as PNG bytes."""
+        fig = self.figure()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        plt.close(fig)
+        return buffer.getvalue()
+
+    def _repr_mimebundle_(self, **kwargs):
+        # The live widget, plus a still image of its current chart in the same output:
+        # JupyterLab draws the widget, and a saved notebook read without a kernel (or a
+        # page rendered from it) shows the image.
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["image/png"] = self.png()
+        return bundle
 
 
 class SoftmaxSharpener(_ChartWidget):
@@ -72,18 +91,20 @@ class SoftmaxSharpener(_ChartWidget):
 
 
 class HeadSizeExplorer(_ChartWidget):
-    """Variance of q . k for unit-Gaussian q, k, and the softmax of one row of scores,
-    as head_size grows, with and without the 1/sqrt(head_size) scale."""
+    """Variance of q . k for unit-Gaussian q, k, and how peaked the softmax of a query's
+    scores over T keys gets, as head_size grows, with and without the 1/sqrt(head_size)
+    scale. The peakedness is averaged over many queries, so it moves smoothly."""
 
     SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
-    def __init__(self, T=8, n_samples=4000, seed=0):
+    def __init__(self, T=8, n_samples=4000, n_queries=500, seed=0):
         gen = torch.Generator().manual_seed(seed)
         max_size = self.SIZES[-1]
+        self.T = T
         self.q = torch.randn(n_samples, max_size, generator=gen, dtype=torch.float64)
         self.k = torch.randn(n_samples, max_size, generator=gen, dtype=torch.float64)
-        self.row_q = torch.randn(max_size, generator=gen, dtype=torch.float64)  # one query
-        self.row_k = torch.randn(T, max_size, generator=gen, dtype=torch.float64)  # T keys
+        self.row_q = self.q[:n_queries]  # (n_queries, max_size): one query per row ...
+        self.row_k = self.k[: n_queries * T].view(n_queries, T, max_size)  # ... and its T keys
         self.slider = widgets.SelectionSlider(options=self.SIZES, value=16, description="head_size")
         self.scaled = widgets.Checkbox(value=False, description="scale by head_size ** -0.5")
         super().__init__([self.slider, self.scaled])
@@ -96,14 +117,21 @@ class HeadSizeExplorer(_ChartWidget):
         hs = self.head_size
         factor = hs**-0.5 if self.scaled.value else 1.0
         self.variance = float(((self.q[:, :hs] * self.k[:, :hs]).sum(-1) * factor).var())
-        scores = self.row_k[:, :hs] @ self.row_q[:hs] * factor  # (T,)
-        self.probs = torch.softmax(scores, dim=-1)  # (T,)
-        self.max_prob = float(self.probs.max())
+        scores = (self.row_k[..., :hs] @ self.row_q[:, :hs, None]).squeeze(-1) * factor  # (n_queries, T)
+        ranked = torch.softmax(scores, dim=-1).sort(dim=-1, descending=True).values  # (n_queries, T)
+        self.probs = ranked.mean(0)  # (T,) mean probability of the best, 2nd best, ... key
+        self.max_prob = float(self.probs[0])  # mean over the queries of their largest probability
 
     def summary(self):
         scale = "scaled" if self.scaled.value else "unscaled"
-        return (f"head_size {self.head_size} ({scale}) &nbsp;·&nbsp; variance of q\u00b7k "
-                f"{self.variance:.2f} &nbsp;·&nbsp; largest probability in one row {self.max_prob:.3f}")
+        return (f"head_size {self.head_size} ({scale}) &nbsp;\u00b7&nbsp; variance of q\u00b7k "
+                f"{self.variance:.2f} &nbsp;\u00b7&nbsp; largest probability, averaged over "
+                f"{len(self.row_q)} queries: {self.max_prob:.3f}")
 
     def draw(self, ax):
-        show_probabilities(self.probs, ax=ax, title="softmax of one query's scores over 8 keys")
+        scale = "scaled" if self.scaled.value else "unscaled"
+        ranks = [f"#{i + 1}" for i in range(self.T)]
+        show_probabilities(self.probs, ranks, ax=ax, xlabel="key, ranked by its probability",
+                           ylabel="mean probability",
+                           title=f"head_size {self.head_size}, {scale} "
+                                 f"(mean of {len(self.row_q)} queries)")

@@ -89,3 +89,4 @@ def test_release_has_no_solutions_or_hidden_tests():
         assert "raise NotImplementedError()" in text
         nb = nbformat.read(path, as_version=4)
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+        assert "widgets" not in nb.metadata, f"{path} carries the sources' widget state"

@@ -55,3 +55,56 @@ def test_widget_cells_ran_headless_without_stderr(path):
             assert cell.execution_count is not None
             kinds = {(o.output_type, o.get("name")) for o in cell.outputs}
             assert ("stream", "stderr") not in kinds and not any(k[0] == "error" for k in kinds)
+
+
+def test_widgets_carry_a_still_image_of_their_chart():
+    """Besides the live widget, the output holds a PNG of the chart, for readers without a kernel."""
+    for w in (SoftmaxSharpener(SCORES, factor=2.0), HeadSizeExplorer()):
+        bundle = w._repr_mimebundle_()
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+        assert bundle["image/png"].startswith(b"\x89PNG")
+
+
+def _title(w):
+    import matplotlib.pyplot as plt
+
+    fig = w.figure()
+    title = fig.axes[0].get_title()
+    plt.close(fig)
+    return title
+
+
+def test_chart_titles_show_the_widget_state():
+    w = SoftmaxSharpener(SCORES, factor=1.0)
+    w.slider.value = 3.5
+    assert "3.5" in _title(w)
+    w = HeadSizeExplorer()
+    w.slider.value, w.scaled.value = 64, True
+    assert "head_size 64" in _title(w) and "unscaled" not in _title(w) and "scaled" in _title(w)
+    w.scaled.value = False
+    assert "unscaled" in _title(w)
+
+
+def test_head_size_readout_moves_smoothly():
+    """The largest-probability readout is an average over many queries: as head_size grows it
+    climbs steadily without the scale, and stays nearly flat with it."""
+    w = HeadSizeExplorer()
+    readouts = {}
+    for scaled in (False, True):
+        w.scaled.value = scaled
+        readouts[scaled] = []
+        for hs in w.SIZES:
+            w.slider.value = hs
+            readouts[scaled].append(w.max_prob)
+            assert w.max_prob == pytest.approx(float(w.probs[0]))  # the readout is the first bar
+    unscaled, scaled = readouts[False], readouts[True]
+    assert all(a < b for a, b in zip(unscaled, unscaled[1:]))
+    assert max(scaled) - min(scaled) < 0.1
+
+
+@pytest.mark.parametrize("path", notebooks.notebook_paths("solutions"), ids=lambda p: p.parent.name)
+def test_widget_cells_keep_a_still_image_in_the_committed_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if "nbval-ignore-output" in cell.metadata.get("tags", []):
+            assert any("image/png" in o.get("data", {}) for o in cell.outputs), cell.source
