@@ -138,8 +138,9 @@ def lab(browser, tmp_path_factory):
         proc = subprocess.Popen(cmd, cwd=course, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     server = Lab(course, port, log)
+    started = time.monotonic()
     try:
-        deadline = time.monotonic() + 120
+        deadline = started + 120
         while True:
             try:
                 urllib.request.urlopen(server.url("/api/status"), timeout=5)
@@ -148,6 +149,8 @@ def lab(browser, tmp_path_factory):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"`make lab` did not start in {course}:\n{log.read_text()[-3000:]}")
                 time.sleep(0.3)
+        with open(ARTIFACTS / "steps.tsv", "a") as out:
+            out.write(f"setup\tmake lab answers\t{time.monotonic() - started:.2f}\n")
         yield server
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # make and the jupyter server it started
@@ -262,7 +265,7 @@ class UI:
         """Cells of the current notebook that show an error."""
         return self.notebook.locator(".jp-CodeCell", has=self.page.locator(STDERR))
 
-    def settled(self, read, what, timeout=20.0, quiet=0.6):
+    def settled(self, read, what, timeout=20.0, quiet=0.3):
         """Poll read() until it has returned the same value for `quiet` seconds."""
         deadline, last, since = time.monotonic() + timeout, object(), time.monotonic()
         while time.monotonic() < deadline:
