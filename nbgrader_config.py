@@ -90,8 +90,8 @@ c.GenerateFeedback.preprocessors = [
 # Late work (grader/late.py), applied by `nbgrader autograde`, the formgrader and `make export`:
 # "none" (marked late, no penalty), "zero", or "percent_per_day": percent_per_day % of the
 # points earned for each day or part of a day after the due date, at most max_percent %.
-# Due dates: `nbgrader db assignment add 05_scaled_attention --duedate="2025-11-07 17:00:00 Europe/Berlin"`
-# or the formgrader's Manage Assignments page; per-student extensions in the formgrader.
+# Due dates: `.venv/bin/nbgrader db assignment add 05_scaled_attention --duedate="2025-11-07 17:00:00 Europe/Berlin"`
+# or the formgrader's Manage Assignments page.
 c.AssignLatePenalties.plugin_class = "grader.late.LatePolicy"
 c.LatePolicy.penalty_method = "percent_per_day"
 c.LatePolicy.percent_per_day = 10

@@ -345,6 +345,7 @@ def plots(table, out):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     totals = table.totals()
     percents = [t["percent"] for t in totals.values() if t["percent"] is not None]
@@ -352,6 +353,7 @@ def plots(table, out):
     ax.hist(percents, bins=10, range=(0, 100), color="tab:blue", edgecolor="white")
     ax.set(xlabel="total score (% of the points of the assignments that count)", ylabel="students",
            title=f"Whole roster: {len(percents)} of {len(totals)} students")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     fig.savefig(out / "score_histogram.png", dpi=100)
     plt.close(fig)
