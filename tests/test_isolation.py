@@ -2,7 +2,6 @@
 attention-grading kernel spec, probed from inside and from the host."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -299,10 +299,10 @@ def _try_sandbox():
             or f"the test sandbox exited with status {proc.returncode}"
         return False, f"cannot build the grading sandbox: {reason}"
     finally:
-        _remove(rundir)
+        remove_rundir(rundir)
 
 
-def _remove(rundir):
+def remove_rundir(rundir):
     import shutil
 
     for _ in range(50):
@@ -313,7 +313,3 @@ def _remove(rundir):
             return
         except OSError:
             time.sleep(0.02)  # the sandbox's root may still be mounted for a moment
-
-
-def limits_dict(limits):
-    return asdict(limits)

@@ -66,7 +66,9 @@ class SandboxProvisioner(LocalProvisioner):
                        help="Host uid of the kernel's user when the instructor is root.")
     host_gid = Integer(65534, config=True,
                        help="Host gid of the kernel's user when the instructor is root.")
-    setup_timeout = Integer(60, config=True, help="Seconds the sandbox may take to build.")
+    setup_timeout = Integer(60, config=True,
+                            help="Seconds from launch until the kernel's sockets exist (the "
+                                 "sandbox's set-up and the kernel's own start).")
 
     rundir = None
     init_pid = None
@@ -91,7 +93,7 @@ class SandboxProvisioner(LocalProvisioner):
 
     def _forget_rundir(self):
         if self.rundir is not None:
-            ns._remove(self.rundir)
+            ns.remove_rundir(self.rundir)
             self.rundir = None
 
     async def _pre_launch(self, **kwargs):
