@@ -277,7 +277,7 @@ ATTACKS = {
         "    with zipfile.ZipFile(f, 'w', zipfile.ZIP_DEFLATED) as z:\n"
         "        z.writestr('archive/data.pkl', b'\\x00' * (300 * 2**20))\n"
         "torch.save = _bomb\n" + _SIG + _WRONG),
-    "oversized_reply": _SIG + "    return torch.zeros(8, 2**20, 8)",
+    "oversized_reply": _SIG + "    return torch.zeros(10, 2**20)",  # 40 MiB: more than a reply may hold
     "sparse_reply": _SIG + "    return (torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, -1) @ v).to_sparse()",
     "nested_reply": _SIG + "    return torch.nested.nested_tensor([v[0], v[1]])",
     "quantized_reply": _SIG + "    return torch.quantize_per_tensor(v.float(), 0.1, 0, torch.qint8)",
