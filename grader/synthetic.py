@@ -275,7 +275,7 @@ ATTACKS = {
         "import zipfile\n"
         "def _bomb(obj, f, *a, **k):\n"
         "    with zipfile.ZipFile(f, 'w', zipfile.ZIP_DEFLATED) as z:\n"
-        "        z.writestr('archive/data.pkl', b'\\x00' * (300 * 2**20))\n"
+        "        z.writestr('archive/data.pkl', b'\\x00' * (80 * 2**20))\n"
         "torch.save = _bomb\n" + _SIG + _WRONG),
     "oversized_reply": _SIG + "    return torch.zeros(10, 2**20)",  # 40 MiB: more than a reply may hold
     "sparse_reply": _SIG + "    return (torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, -1) @ v).to_sparse()",

@@ -60,10 +60,11 @@ def test_each_test_cell_shows_the_outcome_that_decided_it(course):
     nb = nbformat.read(root / "autograded" / "softmax_wrong_dim" / A / f"{A}.ipynb", as_version=4)
     cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
              if c.metadata.get("nbgrader", {}).get("grade")}
-    out = cells["test_sdpa_values"].outputs
-    assert [o.output_type for o in out] == ["error"] and out[0].ename == "CheckError"
-    assert "Likely mistake: softmax over the wrong dimension" in out[0].evalue
-    assert len(out[0].traceback) <= 6  # the message, no grader frame
+    out = cells["test_sdpa_values"].outputs  # the picture of the smallest failing case, then why
+    assert [o.output_type for o in out] == ["display_data", "error"] and out[1].ename == "CheckError"
+    assert out[0].data["image/png"]
+    assert "Likely mistake: softmax over the wrong dimension" in out[1].evalue
+    assert len(out[1].traceback) <= 6  # the message, no grader frame
     ok = cells["test_sdpa_output"].outputs
     assert [o.output_type for o in ok] == ["stream"] and ok[0].text.startswith("\u2713 ")
     entry = Status(root).get("softmax_wrong_dim", A)

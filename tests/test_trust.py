@@ -206,3 +206,22 @@ def test_formgrader_nbgrader_and_make_autograde_grade_the_same(tmp_path):
         os.killpg(proc.pid, 9)
         proc.wait()
     assert db_scores(button) == expected
+
+
+def test_a_compressed_bomb_is_refused_before_it_is_unpacked(tmp_path):
+    import zipfile
+
+    import torch
+
+    from grader.grading.channel import MalformedReply, read_reply
+
+    bomb = tmp_path / "reply.pt"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", b"\0" * (80 * 2**20))
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(MalformedReply, match="unpacks to 80 MiB"):
+        read_reply(bomb, torch)
+    link = tmp_path / "link.pt"
+    link.symlink_to(bomb)
+    with pytest.raises(MalformedReply, match="no answer"):
+        read_reply(link, torch)

@@ -115,11 +115,12 @@ class GradingExecute(Execute):
         finally:
             self._calling = False
             self.nb.cells[index] = test_cell  # nbclient stores the cell it ran at its index
-        for out in probe.outputs:
-            if out.output_type == "error":
-                if "Timeout" in out.ename:
-                    return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
-                return RemoteError(out.ename, str(out.evalue)[:300])
+        errors = [out for out in probe.outputs if out.output_type == "error"]
+        if any("Timeout" in out.ename or out.ename == "KeyboardInterrupt" for out in errors):
+            # nbclient interrupted the call at its time limit (nothing else interrupts it)
+            return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
+        if errors:
+            return RemoteError(errors[0].ename, str(errors[0].evalue)[:300])
         return None
 
     def _grade_test_cell(self, cell, index):
