@@ -6,7 +6,7 @@ import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, db_scores
 from grader import pipeline, synthetic, verify
-HONEST = {"honest": ("correct", 5.0), "honest_partial": ("missing_scale", 2.0),
+HONEST = {"honest": ("correct", 10.0), "honest_partial": ("missing_scale", 2.0),
           "honest_stub": ("stub", 0.0)}
 
 
