@@ -6,7 +6,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.pop("GRADER_DEVICE", None)
 
-CLASS_ASSIGNMENT = "05_scaled_attention"  # 5 test cells, 1 point each
+CLASS_ASSIGNMENT = "05_scaled_attention"  # 5 test cells: 1 + 1 points for properties, 3 + 3 + 2 for values
 CLASS_BUDGET = 90  # seconds per notebook: roomy, since the suite grades and runs notebooks in parallel on two cores
 
 

@@ -12,9 +12,9 @@ from grader.grading.status import Status
 
 pytestmark = pytest.mark.xdist_group("graded_class")
 EXPECTED = {  # variant -> exact score
-    "correct": 5, "softmax_wrong_dim": 2, "missing_scale": 2, "exception": 0,
-    "infinite_loop": 0, "stub": 0, "deleted_test_cell": 5, "edited_test_cell": 5,
-    "stderr_warning": 5, "forged_plan": 2,  # its test cells' metadata claims to check shapes only
+    "correct": 10, "softmax_wrong_dim": 2, "missing_scale": 2, "exception": 0,
+    "infinite_loop": 0, "stub": 0, "deleted_test_cell": 10, "edited_test_cell": 10,
+    "stderr_warning": 10, "forged_plan": 2,  # its test cells' metadata claims to check shapes only
 }
 BROKEN = {  # variant -> words the reason must contain
     "kernel_death": "kernel died", "tampered_metadata": "tampered", "invalid_json": "not a readable notebook",

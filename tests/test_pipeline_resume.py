@@ -41,7 +41,7 @@ def test_interrupted_run_resumes_to_a_consistent_gradebook(tmp_path):
     assert proc.returncode == 0, err[-2000:]
     assert f"{len(students) - done_before} graded" in out
     assert "submissions [" in err  # the progress bar: done/total [elapsed<remaining]
-    assert db_scores(root) == {s: 5.0 for s in students}
+    assert db_scores(root) == {s: 10.0 for s in students}
     assert not list((root / "autograded").glob("*/.*.incoming"))
 
     # unchanged submissions are skipped; a changed one is regraded, a broken one loses its grade

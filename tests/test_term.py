@@ -24,7 +24,7 @@ ROSTER = ('id,first_name,last_name,email,lms_user_id\n'
           'ada,Ada,Lovelace,ada@example.org,101\n'
           'bob,Bob,"=HYPERLINK(""http://evil.example"")",,102\n'
           'carl,Carl,Gauss,,103\n'
-          'eve,Eve,Example,,106\n')
+          'eve,Eve,"Example =1+2 ![x](http://evil.example/x.png) | a <script>alert(1)</script>",,106\n')
 
 
 def _nbgrader(root, *args):
@@ -54,7 +54,7 @@ def term(tmp_path_factory):
         z.writestr(f"lovelaceada_101_9001_{NB}", good)
         z.writestr(f"hyperlinkhttpevilexamplebob_LATE_102_9002_{NB}", good)
         z.writestr(f"hyperlinkhttpevilexamplebob_LATE_102_9003_{A}-1.ipynb", wrong)  # the later one
-        z.writestr(f"exampleeve_106_9006_{NB}", evil)
+        z.writestr(f"exampleeve_106_9006_{NB}", evil)          # raises EVIL in a solution cell
         z.writestr("gausscarl_103_9007_notes.pdf", b"%PDF-1.4")                     # carl: no notebook
     collected = lms.collect(root, download, A)
     graded = autograde.Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=10).run(progress=False)
@@ -81,7 +81,7 @@ def test_report_and_exports_agree_with_the_gradebook_after_an_override_and_a_pen
     with _gradebook(root) as gb:
         final = {s.student.id: (s.score, s.late_submission_penalty, max(0.0, s.score - s.late_submission_penalty))
                  for s in gb.assignment_submissions(A)}
-    assert final["ada"] == (4.0, 0.0, 4.0)            # the manual 0 replaced an autograded point
+    assert final["ada"] == (9.0, 0.0, 9.0)            # the manual 0 replaced an autograded point
     assert final["bob"][:2] == (3.0, pytest.approx(0.3))  # 2 + 1 extra credit, then 10 % for one started day
     with open(root / "grades.csv", newline="") as f:
         rows = {r["student_id"]: r for r in csv.DictReader(f)}
@@ -93,10 +93,10 @@ def test_report_and_exports_agree_with_the_gradebook_after_an_override_and_a_pen
     assert rows["bob"]["days_late"] == "1" and "LATE" in rows["bob"]["late_time_source"]
     text = (root / "reports" / "grade_report.md").read_text()
     students = text.split("## Students")[1].split("##")[0]
-    assert "| ada | Ada Lovelace | 4 / 5 (manual) | 4 / 5 | 80% |" in students
-    assert re.search(r"\| bob \| .* \| 2\.7 / 5 \(late, \+extra\) \| 2\.7 / 5 \| 54% \|", students)
+    assert "| ada | Ada Lovelace | 9 / 10 (manual) | 9 / 10 | 90% |" in students
+    assert re.search(r"\| bob \| .* \| 2\.7 / 10 \(late, \+extra\) \| 2\.7 / 10 \| 27% \|", students)
     late_part = text.split("## Late")[1].split("##")[0]
-    assert "| bob | 05_scaled_attention |" in late_part and "| 0.3 | 2.7 / 5 |" in late_part
+    assert "| bob | 05_scaled_attention |" in late_part and "| 0.3 | 2.7 / 10 |" in late_part
     assert "10% of the points earned" in late_part
 
 
@@ -120,10 +120,10 @@ def test_canvas_csv_has_canvas_gradebook_import_shape(term):
     with open(root / "grades_canvas.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A]
-    assert rows[1] == ["    Points Possible", "", "", "", "", "5"]
+    assert rows[1] == ["    Points Possible", "", "", "", "", "10"]
     body = {r[3]: r for r in rows[2:]}
     assert set(body) == {"ada", "bob", "carl", "eve"} and all(len(r) == 6 for r in rows)
-    assert body["ada"][:2] == ["Lovelace, Ada", "101"] and body["ada"][5] == "4"
+    assert body["ada"][:2] == ["Lovelace, Ada", "101"] and body["ada"][5] == "9"
     assert body["bob"][1] == "102" and body["bob"][5] == "2.7"
     assert body["bob"][0].startswith("'=")  # a name never becomes a spreadsheet formula
 
@@ -131,7 +131,9 @@ def test_canvas_csv_has_canvas_gradebook_import_shape(term):
 def test_student_text_is_escaped_in_the_reports_and_csv(term):
     root, *_ = term
     text = (root / "reports" / "grade_report.md").read_text()
-    assert "=1+2" in text  # the student's "mistake" is shown ...
+    misconceptions = text.split("## Misconceptions")[1].split("##")[0]
+    assert "=1+2" not in misconceptions and "evil" not in misconceptions  # raised text names no mistake
+    assert "Example =1+2" in text  # the student's name from the roster is shown ...
     assert "![x](http" not in text and "<script>" not in text  # ... as text, not an image or HTML
     for line in text.splitlines():
         if line.startswith("|") and "=1+2" in line:
@@ -165,7 +167,7 @@ def test_plain_nbgrader_autograde_applies_the_course_late_policy(tmp_path):
     _nbgrader(root, "autograde", A, "--student", "ada", "--create")
     with _gradebook(root) as gb:
         sub = gb.find_submission(A, "ada")
-        assert sub.score == 5.0 and sub.late_submission_penalty == pytest.approx(1.5)  # 3 days x 10 %
+        assert sub.score == 10.0 and sub.late_submission_penalty == pytest.approx(3.0)  # 3 days x 10 %
 
 
 def test_exchange_route_release_fetch_submit_collect(tmp_path):

@@ -36,7 +36,7 @@ def test_honest_answer_written_another_way_gets_full_marks(graded, variant):
               for cell, outs in entry["notebooks"][A]["outcomes"].items()
               if not all(o["passed"] for o in outs)}
     assert failed == {}
-    assert scores[student] == 5.0
+    assert scores[student] == 10.0
 
 
 @grouped
@@ -54,12 +54,12 @@ def test_attack_scores_zero(graded, attack, record_property):
 def test_attacks_change_no_other_grade_and_no_course_file(graded, record_property):
     root, status, scores = graded
     honest = {f"honest_{v}" for v in synthetic.HONEST_VARIANTS} | {HONEST_MINOR, "correct"}
-    assert {s: scores[s] for s in honest} == {s: 5.0 for s in honest}
+    assert {s: scores[s] for s in honest} == {s: 10.0 for s in honest}
     assert scores["softmax_wrong_dim"] == 2.0  # a wrong answer keeps exactly its own score
     attacks = [f"attack_{a}" for a in synthetic.ATTACKS]
     caught = sum(scores.get(a, 0.0) == 0.0 for a in attacks)
     record_property("figure", f"attacks tried {len(attacks)} / scoring 0 {caught} / honest "
-                              f"answers at full marks {sum(scores[s] == 5.0 for s in honest)}/{len(honest)}")
+                              f"answers at full marks {sum(scores[s] == 10.0 for s in honest)}/{len(honest)}")
     changed = subprocess.run(["git", "status", "--porcelain", "--", "grader", "notebook_helpers", "data"],
                              cwd=layout.ROOT, capture_output=True, text=True).stdout
     assert changed == ""
@@ -131,7 +131,7 @@ def test_victims_graded_right_after_attackers_in_one_worker_keep_their_grades(tm
     os.mkfifo(folder / "pipe")
     summary = Grading(root, jobs=1, budget=90, call_timeout=3).run(progress=False)
     scores = db_scores(root)
-    assert {s: scores[s] for s in order} == {s: (5.0 if s.endswith("victim") else 0.0) for s in order}
+    assert {s: scores[s] for s in order} == {s: (10.0 if s.endswith("victim") else 0.0) for s in order}
     reason = Status(root).get("z_fifo", A)["reason"]
     assert "FIFO" in reason and summary["needs_attention"] == 1
 
@@ -185,7 +185,7 @@ def _formgrader(root):
 def test_formgrader_nbgrader_and_make_autograde_grade_the_same(tmp_path):
     import json
 
-    expected = {"correct": 5.0, "wrong": 2.0, "cheat": 0.0, "helper": 5.0}
+    expected = {"correct": 10.0, "wrong": 2.0, "cheat": 0.0, "helper": 10.0}
     ours = _one_path_course(tmp_path / "ours")
     Grading(ours, jobs=2, budget=90).run(progress=False)
     assert db_scores(ours) == expected
