@@ -5,8 +5,9 @@ import re
 import nbformat
 import pytest
 
-from grader import notebooks, verify
+from grader import notebooks
 from grader.exercises import EXERCISES
+from grader.grading import plan
 
 SOLUTIONS = notebooks.notebook_paths("solutions")
 PART = re.compile(r"^## Part (\w) \((\d+) points?\)", re.M)
@@ -20,9 +21,9 @@ def parts(path):
             out += [(letter, int(points), []) for letter, points in PART.findall(cell.source)]
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade"):
-            key, _, focus = verify.CHECK_CALL.findall(cell.source)[0]
+            check = plan.derive(cell.source, EXERCISES)[0]
             assert out, f"{path.name}: test cell {meta['grade_id']} before any Part heading"
-            out[-1][2].append((meta["points"], EXERCISES[key].focuses[focus].values))
+            out[-1][2].append((meta["points"], EXERCISES[check.exercise].focuses[check.focus].values))
     return out
 
 
