@@ -87,7 +87,6 @@ def kernels_of(proc):
         return []
 
 
-@pytest.mark.skip(reason="grading on separately started `dask worker` processes fails in nbgrader since kernels run in the grading sandbox (NbGraderException); the embedded cluster grades correctly. To be fixed before relying on SCHEDULER=...")
 def test_a_worker_killed_mid_run_loses_and_duplicates_nothing_and_scores_match_the_embedded_default(course, tmp_path):
     external = make_class(course, tmp_path / "external", CLASS)
     embedded = make_class(course, tmp_path / "embedded", CLASS)
@@ -120,7 +119,6 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing_and_scores_match_t
     assert outcomes(external) == outcomes(embedded)
 
 
-@pytest.mark.skip(reason="grading on separately started `dask worker` processes fails in nbgrader since kernels run in the grading sandbox (NbGraderException); the embedded cluster grades correctly. To be fixed before relying on SCHEDULER=...")
 def test_a_submission_that_kills_its_workers_needs_attention_after_the_allowed_tries(course, tmp_path):
     students = {"ava": "output_flood", "ben": "stub"}
     root = make_class(course, tmp_path / "course", students)
@@ -137,7 +135,6 @@ def test_a_submission_that_kills_its_workers_needs_attention_after_the_allowed_t
     assert db_scores(root) == {"ben": 0.0}
 
 
-@pytest.mark.skip(reason="grading on separately started `dask worker` processes fails in nbgrader since kernels run in the grading sandbox (NbGraderException); the embedded cluster grades correctly. To be fixed before relying on SCHEDULER=...")
 def test_a_scheduler_that_goes_away_stops_the_run_with_what_finished_recorded(course, tmp_path):
     students = {f"s{i}": "stub" for i in range(3)}
     root = make_class(course, tmp_path / "course", students)

@@ -13,6 +13,7 @@ It can therefore run anywhere the course's environment is installed: in this pro
 in a worker process, or on another machine of a cluster.
 """
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -164,7 +165,11 @@ def _explain(log):
         return ("a test cell was tampered with (its nbgrader metadata or its type was changed), "
                 "so nbgrader refused to grade it")
     lines = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("File ")]
-    return "autograde failed: " + (lines[-1][:300] if lines else "no log")
+    # nbgrader ends with its own summary ("Please see the above traceback"): the exception
+    # above it says what went wrong
+    errors = [l for l in lines if re.match(r"^[\w.]*(Error|Exception|Exit|Interrupt)\b:?", l)
+              and "NbGraderException" not in l]
+    return "autograde failed: " + ((errors or lines)[-1][:300] if lines else "no log")
 
 
 def _results(course, job):

@@ -241,9 +241,27 @@ def launcher_command(spec_path):
     return [sys.executable, "-I", "-S", "-B", str(LAUNCHER), str(spec_path)]
 
 
+SOCKET_PATH_MAX = 107  # bytes in a Unix socket's address (sun_path), without its NUL
+RUNDIR_PREFIX = "attention-kernel-"
+
+
+def rundir_base(tmp=None):
+    """Where sandboxes' folders go: the temporary folder, unless the kernel's sockets
+    (<rundir>/ipc/kernel-<port>) would get an address too long for a Unix socket, as under
+    a batch system's or a test runner's deep TMPDIR; then /tmp."""
+    tmp = tmp or tempfile.gettempdir()
+    longest = len(os.fsencode(tmp)) + len(f"/{RUNDIR_PREFIX}xxxxxxxx/ipc/{IPC_NAME}-65535")
+    if longest <= SOCKET_PATH_MAX:
+        return tmp
+    if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK):
+        return "/tmp"
+    raise RuntimeError(f"the temporary folder {tmp} is too deep for the grading kernel's sockets "
+                       f"(at most {SOCKET_PATH_MAX} bytes); set TMPDIR to a shorter path")
+
+
 def make_rundir():
     """A private folder (0700) on the host for one sandbox."""
-    path = Path(tempfile.mkdtemp(prefix="attention-kernel-"))
+    path = Path(tempfile.mkdtemp(prefix=RUNDIR_PREFIX, dir=rundir_base()))
     (path / "root").mkdir()
     return path
 
