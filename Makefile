@@ -21,6 +21,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS ?= 1
 DEVICE ?=
 SCHEDULER ?=
+MEMORY ?=
 FORCE ?=
 ZIP ?=
 ASSIGNMENT ?=
@@ -80,7 +81,7 @@ collect: $(STAMP)
 
 ## Grade every submission under submitted/ (JOBS=N at once; DEVICE=cuda for the GPU).
 autograde: $(STAMP)
-	$(PY) -m grader.grading.autograde --jobs $(JOBS) $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(FORCE),--force)
+	$(PY) -m grader.grading.autograde --jobs $(JOBS) $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
 
 ## Per-student HTML feedback (hidden tests removed) under feedback/.
 feedback: $(STAMP)
@@ -94,7 +95,8 @@ release-feedback: $(STAMP)
 export: $(STAMP)
 	$(PY) -m grader.instructor export
 
-## Benchmark: plain sequential nbgrader autograde vs `make autograde JOBS=2` on a synthetic class.
+## Benchmark: a synthetic class graded by plain sequential nbgrader autograde, the embedded
+## Dask cluster with 1 and 2 workers, and an external scheduler with 2 workers (BENCH_ARGS="--students 3").
 bench: $(STAMP)
 	$(PY) scripts/bench_autograde.py $(BENCH_ARGS)
 

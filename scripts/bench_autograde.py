@@ -1,99 +1,237 @@
-"""Benchmark: plain sequential `nbgrader autograde` against `make autograde JOBS=N`.
+"""Benchmark: one synthetic class graded by plain nbgrader and on Dask, 1 and 2 workers.
 
-    python scripts/bench_autograde.py [--students 40] [--jobs 2] [--assignments 01_bag_of_words ...]
+    python scripts/bench_autograde.py [--students 6] [--assignments 05_scaled_attention ...]
+                                      [--runs plain,local1,local2,external2]
+                                      [--estimate-submissions 10000] [--estimate-workers 64]
 
 Builds a synthetic class (every student submits every assignment; answers mixed:
-correct, left as the stub, raising, softmax over the wrong dimension), grades one copy
-with nbgrader's own CLI, one assignment after another, one copy with grader.autograde
-(verification included, as `make autograde` runs it) and one with --no-verify, then
-prints the wall times, the speed-up, the seconds per notebook, what verification adds
-per submission, and the floor: what starting a kernel and importing torch costs,
-measured alone.
+correct, left as the stub, raising, softmax over the wrong dimension) and grades one
+copy of it each way, in this order:
+
+  plain      plain `nbgrader autograde` (its CLI), one assignment after another; the
+             course's nbgrader_config.py makes it grade the way make autograde does
+  local1     `python -m grader.grading.autograde --jobs 1`: the embedded LocalCluster
+  local2     the same with --jobs 2
+  external2  `--scheduler` on a `dask scheduler` with two `dask worker` processes
+             started here (their start is timed apart)
+
+and prints, for each: wall time, seconds per notebook, and against local1 the speed-up
+and the scaling efficiency (throughput with N workers / (N x throughput with 1)). Then
+the floor (start the grading kernel and import torch, measured alone), a worker's time
+per submission (as the workers report it), what the client spends merging one result
+into a class of --estimate-submissions, and from those figures an ESTIMATE of the
+time to grade --estimate-submissions on --estimate-workers workers. Every gradebook is
+compared at the end: each way must give every student the same scores.
 """
 import argparse
+import dataclasses
+import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
-from grader import pipeline, synthetic
+from grader import synthetic
+from grader.grading import layout
 
 MIX = ["correct"] * 5 + ["stub"] * 2 + ["exception"] * 2 + ["softmax_wrong_dim"]
+RUNS = ("plain", "local1", "local2", "external2")
 
 
 def build_class(root, students, assignments, seed=0):
     rng = random.Random(seed)
     for i in range(students):
         for assignment in assignments:
-            synthetic.make_submission(root, f"student{i:02d}", assignment, rng.choice(MIX))
-
-
-def kernel_floor(repeats=3):
-    """Seconds to start a Python kernel and import torch in it (median)."""
-    from jupyter_client.manager import start_new_kernel
-
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        km, kc = start_new_kernel(kernel_name="python3")
-        kc.execute_interactive("import torch", timeout=120)
-        times.append(time.perf_counter() - start)
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-    return statistics.median(times)
+            synthetic.make_submission(root, f"student{i:03d}", assignment, rng.choice(MIX))
 
 
 def timed(cmd, cwd):
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return time.perf_counter() - start
+
+
+def kernel_floor(kernel_name, repeats=3):
+    """Seconds to start the grading kernel and import torch in it (median)."""
+    from jupyter_client.manager import KernelManager
+
+    times = []
+    for _ in range(repeats):
+        workdir = tempfile.mkdtemp(prefix="bench-floor-")
+        start = time.perf_counter()
+        km = KernelManager(kernel_name=kernel_name)
+        km.start_kernel(cwd=workdir)
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=300)
+        reply = kc.execute_interactive("import torch", timeout=300)
+        times.append(time.perf_counter() - start)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return statistics.median(times)
+
+
+def scores(root, assignments):
+    """{(student, assignment): score or "needs attention"} from the gradebook and status."""
+    from nbgrader.api import Gradebook
+
+    from grader.grading.status import Status
+
+    config = layout.load_config(root)
+    found = {}
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+        for assignment in assignments:
+            for sub in gb.assignment_submissions(assignment):
+                found[(sub.student.id, assignment)] = sub.score
+    for student, assignment, entry in Status(root).entries():
+        if entry["status"] == "needs_attention":
+            found[(student, assignment)] = "needs attention"
+    return found
+
+
+def task_seconds(root):
+    """The seconds each submission took on its worker, as recorded in the status."""
+    from grader.grading.status import Status
+
+    return [e["elapsed"] for _, _, e in Status(root).entries() if e.get("elapsed")]
+
+
+def merge_cost(root, entries, samples=10):
+    """Seconds the client spends merging one result into a class whose status holds
+    `entries` submissions: one real result, graded here, merged under new names."""
+    from grader.grading.autograde import Grading
+    from grader.grading.status import Status
+    from grader.grading.submission import grade_submission
+
+    warnings.simplefilter("ignore")  # nbgrader's SQLAlchemy warnings, as in make autograde
+    grading = Grading(root, force=True)
+    todo, _, _ = grading.plan()
+    with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
+        job, fp = next(grading._jobs(todo[:1], tmp))
+        result = grade_submission(job)
+    known = list(Status(root).entries())
+    _, assignment, entry = known[0]
+    padded = {f"padding{i:06d}": {assignment: entry} for i in range(entries - len(known))}
+    status = Status(root)
+    status.data.update(padded)
+    status._write()
+    grading.status = Status(root)
+    names = [f"merged{i:03d}" for i in range(samples)]
+    layout.add_students(root, grading.config, names)
+    times = []
+    for name in names:
+        start = time.perf_counter()
+        grading.merge(dataclasses.replace(result, student=name), fp)
+        times.append(time.perf_counter() - start)
+    grading.status.flush()
+    return statistics.median(times), result.status
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--students", type=int, default=40)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--students", type=int, default=6)
     parser.add_argument("--assignments", nargs="*", default=None)
+    parser.add_argument("--runs", default=",".join(RUNS),
+                        help=f"which of {','.join(RUNS)} to run (local1 is the reference)")
+    parser.add_argument("--estimate-submissions", type=int, default=10_000)
+    parser.add_argument("--estimate-workers", type=int, default=64)
     args = parser.parse_args(argv)
-    assignments = args.assignments or pipeline.assignments()
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    unknown = sorted(set(runs) - set(RUNS))
+    if unknown or "local1" not in runs:
+        parser.error(f"--runs takes some of {', '.join(RUNS)}, local1 included (unknown: {unknown})")
+    assignments = args.assignments or layout.assignments()
     n = args.students * len(assignments)
-    print(f"synthetic class: {args.students} students x {len(assignments)} assignments = {n} notebooks",
-          flush=True)
+    print(f"synthetic class: {args.students} students x {len(assignments)} assignments = "
+          f"{n} notebooks (one per submission)", flush=True)
 
+    from grader.grading.autograde import WORKER_MEMORY
+    from grader.grading.processes import ProcessCluster
+
+    autograde = [sys.executable, "-m", "grader.grading.autograde", "--force"]
+    wall, roots = {}, {}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        plain = synthetic.make_course(Path(tmp) / "plain")
-        ours = synthetic.make_course(Path(tmp) / "ours")
-        bare = synthetic.make_course(Path(tmp) / "bare")
-        for root in (plain, ours, bare):
-            build_class(root, args.students, assignments)
-            pipeline.ensure_gradebook(root, pipeline.load_config(root))
+        template = synthetic.make_course(Path(tmp) / "template")
+        build_class(template, args.students, assignments)
+        layout.ensure_gradebook(template, layout.load_config(template))  # not timed
+        for run in runs:
+            roots[run] = Path(shutil.copytree(template, Path(tmp) / run))
 
-        nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "--force"]
-        t_plain = sum(timed(nbgrader + [a], plain) for a in assignments)
-        print(f"plain nbgrader autograde, sequential: {t_plain:8.1f} s", flush=True)
-        t_ours = timed([sys.executable, "-m", "grader.autograde", "--root", str(ours),
-                        "--jobs", str(args.jobs)], ours)
-        print(f"grader.autograde --jobs {args.jobs}:           {t_ours:8.1f} s", flush=True)
-        t_bare = timed([sys.executable, "-m", "grader.autograde", "--root", str(bare),
-                        "--jobs", str(args.jobs), "--no-verify"], bare)
-        print(f"grader.autograde --jobs {args.jobs} --no-verify: {t_bare:8.1f} s", flush=True)
+        for run in runs:
+            root = roots[run]
+            if run == "plain":
+                nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "--force"]
+                wall[run] = sum(timed(nbgrader + [a], root) for a in assignments)
+                label = "plain nbgrader autograde, sequential"
+            elif run.startswith("local"):
+                jobs = int(run[-1])
+                wall[run] = timed(autograde + ["--root", root, "--jobs", str(jobs)], root)
+                label = f"embedded LocalCluster, {jobs} worker(s)"
+            else:
+                start = time.perf_counter()
+                with ProcessCluster(Path(tmp) / "cluster", workers=2, memory=WORKER_MEMORY) as cluster:
+                    started = time.perf_counter() - start
+                    wall[run] = timed(autograde + ["--root", root, "--scheduler", cluster.address], root)
+                label = f"external scheduler, 2 workers (their start: {started:.1f} s, not counted)"
+            print(f"{run:10s} {label:62s} {wall[run]:8.1f} s  {wall[run] / n:6.2f} s/notebook",
+                  flush=True)
 
-    floor = kernel_floor()
-    print(f"speed-up, verified:                   {t_plain / t_ours:8.2f} x")
-    print(f"speed-up, --no-verify:                {t_plain / t_bare:8.2f} x")
-    print(f"seconds per notebook, plain:          {t_plain / n:8.2f}")
-    print(f"seconds per notebook, verified:       {t_ours / n:8.2f}")
-    print(f"seconds per notebook, --no-verify:    {t_bare / n:8.2f}")
-    print(f"verification adds per submission:     {(t_ours - t_bare) / n * args.jobs:8.2f} s"
-          f" of one worker ({(t_ours - t_bare) / n:.2f} s of wall time with {args.jobs} jobs)")
-    print(f"floor (kernel start + import torch):  {floor:8.2f} s")
-    print(f"per notebook / floor, --no-verify:    {t_bare / n / floor:8.2f}")
-    print(f"per notebook / floor, verified:       {t_ours / n / floor:8.2f}")
+        per_task = task_seconds(roots["local1"])
+        graded = {run: scores(roots[run], assignments) for run in runs}
+        reference = graded["local1"]
+        disagree = {run: sorted(k for k in set(g) | set(reference) if g.get(k) != reference.get(k))
+                    for run, g in graded.items()}
+        merge, merged = merge_cost(roots["local1"], args.estimate_submissions)
+
+    floor = kernel_floor(layout.load_config(layout.ROOT).GradingExecute.get("kernel_name")
+                         or "python3")
+    print()
+    print("throughput against local1 (1 worker):")
+    for run in runs:
+        workers = 1 if run in ("plain", "local1") else 2
+        speedup = wall["local1"] / wall[run]
+        efficiency = speedup / workers
+        print(f"  {run:10s} {workers} worker(s): {speedup:5.2f}x the throughput, "
+              f"scaling efficiency {efficiency:4.2f}")
+    if "plain" in wall:
+        print(f"  local2 against plain nbgrader: {wall['plain'] / wall.get('local2', wall['local1']):.2f}x")
+    mean_task = statistics.mean(per_task)
+    print(f"floor: start the grading kernel and import torch     {floor:6.2f} s")
+    print(f"one worker's time per submission (local1, mean)      {mean_task:6.2f} s "
+          f"({mean_task / floor:.2f}x the floor; min {min(per_task):.1f}, max {max(per_task):.1f})")
+    print(f"client: merging one result into {args.estimate_submissions} submissions    "
+          f"{merge * 1000:6.0f} ms (a {merged} result)")
+    for run, keys in disagree.items():
+        if keys:
+            print(f"SCORES DIFFER in {run} from local1 for {len(keys)} submission(s): {keys[:5]}")
+    if not any(disagree.values()):
+        print(f"scores: every run gave every submission the same score ({len(reference)} submissions)")
+
+    N, W = args.estimate_submissions, args.estimate_workers
+    efficiency = min([wall["local1"] / wall[r] / 2 for r in ("local2", "external2") if r in wall] or [1.0])
+    best = N * mean_task / W
+    worst = best / min(1.0, efficiency)
+    client = N * merge
+    print()
+    print(f"ESTIMATE, not a measurement: {N} submissions on {W} workers (one core each, this "
+          "machine's per-submission cost)")
+    print(f"  workers: {best / 60:5.1f} min if they scale perfectly, {worst / 60:5.1f} min at the "
+          f"scaling efficiency measured here ({min(1.0, efficiency):.2f})")
+    print(f"  client:  {client / 60:5.1f} min of merging, done while the workers grade "
+          f"({'not' if client < best else 'IS'} the limit)")
+    print(f"  total:   about {max(best, client) / 60:.0f} to {max(worst, client) / 60:.0f} min, "
+          "plus starting the workers")
+    print(json.dumps({"notebooks": n, "wall": wall, "floor": floor, "task_mean": mean_task,
+                      "merge": merge, "estimate_min": [max(best, client) / 60, max(worst, client) / 60]}))
 
 
 if __name__ == "__main__":

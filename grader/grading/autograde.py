@@ -22,6 +22,7 @@ recorded. At most a few tasks per worker thread are handed to the scheduler at a
 so neither it nor the workers hold the whole class.
 """
 import argparse
+import contextlib
 import functools
 import hashlib
 import logging
@@ -56,8 +57,8 @@ class RunStopped(RuntimeError):
     summary = None
 
 
-class WorkerMismatch(RuntimeError):
-    """Raised on a worker whose course code or packages differ from the client's."""
+class UnfitWorker(RuntimeError):
+    """Raised on a worker that cannot grade as the client would (see worker_problem)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -80,6 +81,56 @@ def environment():
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=4)
+def worker_problem(expected_environment, kernel_name):
+    """Why this process cannot grade as the client would, or None: another version of the
+    course or packages, no kernel spec of that name, no sandbox for isolated kernels.
+    Checked once per worker process."""
+    where = f"the worker on {socket.gethostname()} ({sys.executable})"
+    if environment() != expected_environment:
+        return (f"{where} has another version of the course's grader, reference data or "
+                "packages than this checkout")
+    if kernel_name:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        if kernel_name not in KernelSpecManager().find_kernel_specs():
+            return f"{where} has no kernel spec {kernel_name!r} (`make install` installs it)"
+        from grader.isolation import KERNEL_NAME, isolation_available
+
+        if kernel_name == KERNEL_NAME:
+            available, reason = isolation_available()
+            if not available:
+                return f"{where} cannot build the grading sandbox: {reason}"
+    problem = _kernel_problem(kernel_name or "python3")
+    return f"{where} cannot start the {kernel_name or 'python3'} kernel: {problem}" if problem else None
+
+
+def _kernel_problem(kernel_name, timeout=120):
+    """Start one kernel as grading would and stop it: why that fails, or None. A worker
+    that cannot would otherwise fail every submission it is given."""
+    from jupyter_client.manager import KernelManager
+
+    workdir = tempfile.mkdtemp(prefix="worker-check-")
+    km = KernelManager(kernel_name=kernel_name)
+    try:
+        km.start_kernel(cwd=workdir)
+        client = km.client()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=timeout)
+        finally:
+            client.stop_channels()
+        return None
+    except Exception as err:
+        return f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300] if str(err).strip() else ''}"
+    finally:
+        try:
+            km.shutdown_kernel(now=True)
+        except Exception:
+            pass
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def _prepare_scheduler(dask_scheduler):
     """Run on an existing scheduler: hand a worker only the task it runs (a worker that
     dies then takes no queued, innocent submission down with it), and say which version
@@ -92,14 +143,14 @@ _ONE_AT_A_TIME = threading.Lock()
 
 
 def grade_task(job, expected_environment):
-    """The Dask task: grade_submission(job) on a worker that has the client's environment.
-    nbgrader changes the process's working folder, so a worker started with more than one
-    thread still grades one submission at a time."""
+    """The Dask task: grade_submission(job) on a worker fit to grade it. nbgrader changes
+    the process's working folder, so a worker started with more than one thread still
+    grades one submission at a time."""
     from grader.grading.submission import grade_submission
 
-    if environment() != expected_environment:
-        raise WorkerMismatch(f"the worker on {socket.gethostname()} ({sys.executable}) has another "
-                             "version of the course's grader, reference data or packages")
+    problem = worker_problem(expected_environment, job.settings.kernel_name)
+    if problem:
+        raise UnfitWorker(problem)
     with _ONE_AT_A_TIME:
         return grade_submission(job)
 
@@ -124,6 +175,7 @@ class Grading:
                                  call_timeout=call_timeout or execute.get("call_timeout", 20),
                                  kernel_name=execute.get("kernel_name", ""))
         self.status = Status(self.root)
+        self._open_gradebook = None  # kept open by run() while it merges
 
     # --- what to grade --------------------------------------------------------------
 
@@ -181,7 +233,11 @@ class Grading:
             summary["needs_attention"] += 1
         if not todo:
             return summary
-        with tempfile.TemporaryDirectory(prefix="autograde-") as workdir:
+        from nbgrader.api import Gradebook
+
+        with tempfile.TemporaryDirectory(prefix="autograde-") as workdir, \
+                Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
+            self._open_gradebook = gb
             bar = layout.progress(len(todo), enabled=progress)
             try:
                 for result, fp in self._map(self._jobs(todo, workdir)):
@@ -192,7 +248,9 @@ class Grading:
                 err.summary = summary
                 raise
             finally:
+                self._open_gradebook = None
                 bar.close()
+                self.status.flush()
         return summary
 
     def _map(self, jobs):
@@ -244,14 +302,16 @@ class Grading:
             raise RunStopped(f"the Dask scheduler at {self.scheduler} has another version of the "
                              f"course's grader, reference data or packages: {advice}")
         try:
-            found = client.run(environment)
+            found = client.run(worker_problem, environment(), self.settings.kernel_name,
+                               on_error="return")
         except Exception:
             found = {}  # a worker going away now is no reason to stop; every task checks too
-        wrong = sorted(addr for addr, env in found.items() if env != environment())
-        if wrong:
-            raise RunStopped(f"{len(wrong)} worker(s) of {self.scheduler} ({', '.join(wrong[:3])}) "
-                             f"have another version of the course's grader, reference data or "
-                             f"packages: {advice}")
+        problems = sorted({(f"the worker at {addr} cannot load the course's grader "
+                            f"({type(problem).__name__}: {str(problem)[:200]})")
+                           if isinstance(problem, BaseException) else problem
+                           for addr, problem in found.items() if problem})
+        if problems:
+            raise RunStopped(f"{problems[0]} ({len(problems)} worker(s) in all); {advice}")
         if not found:
             print(f"autograde: no worker has joined {self.scheduler} yet; the submissions wait "
                   "for the first one", file=sys.stderr)
@@ -290,10 +350,15 @@ class Grading:
                     # recorded, so the next run tries it again.
                     result, fp = SubmissionResult(job.student, job.assignment, "needs_attention",
                                                   _killed_reason(client, err)), None
-                except WorkerMismatch as err:
+                except UnfitWorker as err:
                     raise RunStopped(f"{err}: start every worker from the same commit and "
                                      "environment as this checkout; everything finished so far "
                                      "is recorded") from None
+                except (ImportError, AttributeError) as err:  # unpickling grade_task or a Job
+                    raise RunStopped(f"a worker cannot load the course's grader "
+                                     f"({type(err).__name__}: {str(err)[:200]}): start every "
+                                     "worker from the same commit and environment as this "
+                                     "checkout; everything finished so far is recorded") from None
                 except Exception as err:
                     if _scheduler_gone(client, err):
                         raise RunStopped(self._lost_message(err)) from None
@@ -314,15 +379,31 @@ class Grading:
 
     # --- the only writer ------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _gradebook(self):
+        """The course gradebook: the one a run keeps open (SQLAlchemy then compiles its
+        statements once, not once per submission), or one opened for this call."""
+        from nbgrader.api import Gradebook
+
+        if self._open_gradebook is None:
+            with Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
+                yield gb
+            return
+        try:
+            yield self._open_gradebook
+        except BaseException:
+            self._open_gradebook.db.rollback()
+            raise
+
     def merge(self, result, fp):
         """Record one result: the only place that writes the course gradebook and status."""
-        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.api import MissingEntry
 
         student, assignment = result.student, result.assignment
         final = self.root / "autograded" / student / assignment
         entry = {"fingerprint": fp, "status": result.status, "graded_at": time.time(),
                  "elapsed": round(result.elapsed, 2)}
-        with Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
+        with self._gradebook() as gb:
             if result.status == "graded":
                 _replace_dir(final, result.files)
                 kwargs = {"timestamp": result.timestamp} if result.timestamp else {}

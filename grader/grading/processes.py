@@ -9,9 +9,11 @@ benchmark to grade through an external scheduler. Every process it starts (and e
 process those start: kernels) is stopped when the block ends.
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +46,7 @@ class ProcessCluster:
         self.scheduler = None
         self.workers = []  # Popen of each `dask worker` (its nanny; the worker is its child)
         self.address = None
+        self._temp = []  # each worker's TMPDIR
 
     # --- starting -------------------------------------------------------------------
 
@@ -76,17 +79,20 @@ class ProcessCluster:
                 time.sleep(0.2)
         for _ in range(self.n_workers):
             self.add_worker()
-        self.wait_for_workers(self.n_workers, deadline)
+        if self.n_workers:
+            self.wait_for_workers(self.n_workers, deadline)
         return self
 
     def add_worker(self):
         i = len(self.workers)
-        tmp = self.folder / f"worker{i}" / "tmp"  # what a killed worker leaves stays here
-        tmp.mkdir(parents=True, exist_ok=True)
+        # what a killed worker leaves stays here; a short path, since the kernels' Unix
+        # sockets live under it (at most 107 bytes)
+        tmp = tempfile.mkdtemp(prefix=f"dask-w{i}-")
+        self._temp.append(tmp)
         self.workers.append(self._spawn(f"worker{i}", [
             "worker", self.address, "--name", f"worker{i}", "--nthreads", "1",
             "--memory-limit", self.memory, "--host", "127.0.0.1", "--no-dashboard",
-            "--local-directory", str(self.folder / f"worker{i}")], env={"TMPDIR": str(tmp)}))
+            "--local-directory", str(self.folder / f"worker{i}")], env={"TMPDIR": tmp}))
         return self.workers[-1]
 
     def _check(self, proc, name, deadline):
@@ -134,6 +140,8 @@ class ProcessCluster:
                     proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     pass
+        for tmp in self._temp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def __enter__(self):
         try:

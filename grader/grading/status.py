@@ -4,6 +4,12 @@ One entry per (student, assignment): the fingerprint of everything the grade dep
 on, "graded" or "needs_attention" (with the reason), and the typed outcomes of every
 check. The file is replaced atomically, so a killed run never leaves half of it, and a
 re-run regrades exactly what changed.
+
+A large class is not rewritten whole for every submission: past SMALL entries, each
+result is appended as one line to autograded/.status.journal, which is folded into the
+file once it holds an eighth as many lines as the file has entries, and at the end of
+a run (flush). Reading replays the journal over the file; a line cut short by a kill is
+ignored, so that submission is graded again.
 """
 import hashlib
 import json
@@ -13,20 +19,59 @@ from pathlib import Path
 from grader.grading.layout import ROOT
 
 
+SMALL = 500  # entries below which every set rewrites the whole file
+
+
 class Status:
     def __init__(self, root):
         self.path = Path(root) / "autograded" / ".status.json"
+        self.journal = self.path.with_name(".status.journal")
         self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self._count = sum(len(v) for v in self.data.values())
+        self._journaled = 0
+        if self.journal.exists():
+            for line in self.journal.read_bytes().splitlines():
+                try:
+                    item = json.loads(line)
+                    self._put(item["student"], item["assignment"], item["entry"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # cut short by a kill: that submission is graded again
+                self._journaled += 1
 
     def get(self, student, assignment):
         return self.data.get(student, {}).get(assignment)
 
+    def _put(self, student, assignment, entry):
+        by_assignment = self.data.setdefault(student, {})
+        self._count += assignment not in by_assignment
+        by_assignment[assignment] = entry
+
     def set(self, student, assignment, entry):
-        self.data.setdefault(student, {})[assignment] = entry
+        self._put(student, assignment, entry)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._count < SMALL or self._journaled + 1 >= self._count // 8:
+            self._write()
+            return
+        line = json.dumps({"student": student, "assignment": assignment, "entry": entry},
+                          sort_keys=True)
+        with open(self.journal, "a") as f:
+            f.write("\n" + line + "\n")  # never glued to a line a kill cut short
+        self._journaled += 1
+
+    def flush(self):
+        """Fold the journal into the file (at the end of a run)."""
+        if self._journaled or self.journal.exists():
+            self._write()
+
+    def _write(self):
+        """Write the whole file (atomically: a kill never leaves half of it), then drop
+        the journal it now contains."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
-        os.replace(tmp, self.path)  # atomic: a kill never leaves half a file
+        os.replace(tmp, self.path)
+        self.journal.unlink(missing_ok=True)
+        self._journaled = 0
 
     def entries(self):
         for student, by_assignment in sorted(self.data.items()):
