@@ -1,7 +1,8 @@
 """Grade every submission under submitted/<student>/<assignment>/ on a Dask cluster.
 
     python -m grader.grading.autograde [--jobs N] [--scheduler tcp://host:8786] [--force]
-                                       [--device cuda] [--student S] [--assignment A]
+                                       [--memory 6GiB] [--device cuda] [--student S]
+                                       [--assignment A]
 
 Each submission is one task, `grader.grading.submission.grade_submission(job)`: a pure
 function of the submission's files, the assignment's source and the grading settings,
@@ -19,7 +20,10 @@ task rerun elsewhere by the scheduler; a submission that kills workers again and
 (the scheduler's `distributed.scheduler.allowed-failures` + 1 of them) is marked "needs
 attention"; a scheduler that goes away stops the run with everything finished so far
 recorded. At most a few tasks per worker thread are handed to the scheduler at a time,
-so neither it nor the workers hold the whole class.
+so neither it nor the workers hold the whole class. An existing cluster's scheduler and
+workers are checked before any work (the same course code, reference data and packages
+as this checkout, the grading kernel spec, a kernel that starts), and every task checks
+its worker again: a worker that cannot grade as this checkout would stops the run.
 """
 import argparse
 import contextlib
