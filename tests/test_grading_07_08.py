@@ -73,9 +73,16 @@ def _outcomes(root, student, assignment):
 
 
 def _points(root, student, assignment):
-    entry = Status(root).get(student, assignment)
-    assert entry["status"] == "graded", entry.get("reason")
-    return {cell: score for cell, (score, _, _) in entry["notebooks"][assignment]["grades"].items()}
+    """{test cell: score} of one submission, read from the course gradebook."""
+    from nbgrader.api import Gradebook
+
+    from grader.grading import layout
+
+    assert Status(root).get(student, assignment)["status"] == "graded"
+    config = layout.load_config(root)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+        notebook = gb.find_submission(assignment, student).notebooks[0]
+        return {grade.name: grade.score for grade in notebook.grades}
 
 
 @grouped
