@@ -867,6 +867,8 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
         actual, expected, close, names) or ratio_finding(actual, expected, close, tol or {"atol": 1e-5}, names, sz)
     if finding:
         return finding
+    if key in LATER:  # their modules are built from given code (C // n_heads, buffers): its
+        return None   # patterns say nothing about the part the student wrote
     thrown = sorted((facts or {}).get("discarded", ()))
     if thrown:
         return Finding("not_assigned", f"the result of {thrown[0]}(...) is thrown away",

@@ -162,6 +162,10 @@ OUT_OF_PLACE = {"masked_fill", "softmax", "nan_to_num", "transpose", "view", "re
                 "to", "float", "double", "clone", "contiguous", "clamp", "where", "mul", "div", "add",
                 "sub", "permute", "unsqueeze", "squeeze", "expand", "flip"}
 
+# Calls that keep what they are given: register_buffer("mask", ones.triu(1)) throws nothing away.
+KEEPERS = {"register_buffer", "register_parameter", "add_module", "append", "extend", "insert",
+           "update", "copy_", "setdefault"}
+
 
 def _code_names(code):
     """What a code object (and the code nested in it) uses: global names, attribute names,
@@ -192,7 +196,8 @@ def _code_names(code):
                 value = co.co_consts[ins.arg] if ins.opname == "KW_NAMES" else ins.argval
                 if isinstance(value, tuple) and all(isinstance(a, str) for a in value):
                     used["keywords"].update(value)
-            if ins.opname == "POP_TOP" and previous is not None and previous.startswith("CALL"):
+            if ins.opname == "POP_TOP" and previous is not None and previous.startswith("CALL") \
+                    and not KEEPERS.intersection(statement):
                 used["discarded"].update(n for n in statement if n in OUT_OF_PLACE)
             if ins.opname.startswith(("STORE_", "POP_TOP", "RETURN", "POP_JUMP", "JUMP")):
                 statement = []

@@ -283,8 +283,8 @@ class CachedSelfAttention(nn.Module):
         self.k_cache, self.v_cache = k[:, :, -self.block_size:], v[:, :, -self.block_size:]
         L = self.k_cache.shape[2]
         hide = torch.ones(T, L, dtype=torch.bool, device=x.device).triu(L - T + 1)
-        out = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=~hide)
-        return self.proj(out.transpose(1, 2).reshape(B, T, -1))
+        wei = (q @ self.k_cache.mT / self.head_size**0.5).masked_fill(hide, float("-inf")).softmax(-1)
+        return self.proj((wei @ self.v_cache).transpose(1, 2).reshape(B, T, -1))
 
 
 CORRECT.update({"block": Block, "gpt": GPT, "generate": generate, "online_softmax": online_softmax,

@@ -320,3 +320,60 @@ def test_cache_with_two_mistakes_is_named_where_only_one_shows():
            "Likely mistake: the causal mask aligned to the first cached key")
     message = _fails(grader.check_cached_attention, CacheTopLeftUncropped, "values", "largest difference")
     assert "Likely mistake" not in message
+
+
+# --- graded runs: refusals and shortcuts are named mistakes ----------------------------
+
+def _graded(key, student, focus):
+    from grader.core import evaluate
+    from grader.exercises import EXERCISES
+    return evaluate(EXERCISES[key], student, focus, graded=True)
+
+
+def test_refused_calls_carry_the_mistake_they_name():
+    cases = [("tiled_attention", tiled_in_name_only, "memory", "full_matrix"),
+             ("tiled_attention", tiled_queries_against_all_keys, "memory", "tile_strip"),
+             ("online_softmax", lambda scores: scores.exp() / scores.exp().sum(-1, keepdim=True),
+              "one_pass", "whole_row"),
+             ("cached_attention", CacheReturningTheLastTokenOnly, "output", "stream_shape")]
+    for key, student, focus, mistake in cases:
+        outcome = _graded(key, student, focus)
+        assert not outcome.passed and outcome.mistake == mistake, outcome
+        assert outcome.mistake_name
+
+
+def test_fused_attention_scores_nothing_in_graded_tiled_and_cache_checks():
+    for key, student in (("tiled_attention", tiled_fused), ("cached_attention", CacheWithSdpaMask)):
+        for focus in grader.FOCUSES[key]:
+            outcome = _graded(key, student, focus)
+            assert not outcome.passed and outcome.mistake == "shortcut", outcome
+            assert "F.scaled_dot_product_attention" in outcome.message
+
+
+def _notebook_namespace(name, grade_id, edit):
+    """The given code and one solution cell of a source notebook, run as a notebook would
+    (its classes live in one namespace), with the solution edited."""
+    import types
+    from pathlib import Path
+
+    import nbformat
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "solutions" / name / f"{name}.ipynb",
+                       as_version=4)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(torch=torch, nn=nn, F=F)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and cell.source.lstrip().startswith("class ") or meta.get("grade_id") == grade_id:
+            source = edit(cell.source) if meta.get("grade_id") == grade_id else cell.source
+            exec(compile(source, f"<{meta.get('grade_id', 'cell')}>", "exec"), module.__dict__)
+        if meta.get("grade_id") == grade_id:
+            return module.__dict__
+
+
+def test_the_notebooks_given_code_leads_to_no_false_mistake_name():
+    """The given attention of notebook 07 uses C // n_heads and register_buffer(... .triu(1)):
+    neither may be named as the mistake of a Block whose own forward is wrong."""
+    ns = _notebook_namespace("07_transformer_block", "Block", lambda s: s.replace(
+        "x = x + self.attn(self.ln1(x))", "x = self.ln1(x + self.attn(self.ln1(x)))"))
+    message = _fails(grader.check_block, ns["Block"], "values", "largest difference")
+    assert "Likely mistake" not in message
