@@ -278,15 +278,27 @@ def _call_student(exercise, student, inputs):
                 out, changed = student_call.execute_watched(student, call)
     except student_call.ParameterMismatch as err:
         raise _ParameterError(str(err)) from None
+    except student_call.CallRefused as err:  # the code broke a rule of the exercise
+        raise CheckError(str(err), finding=_refusal(str(err))) from None
     except RemoteError as err:
         if err.type_name == "ParameterMismatch":
             raise _ParameterError(str(err)) from None
+        if err.type_name == "CallRefused":
+            raise CheckError(str(err), finding=_refusal(str(err))) from None
         raise _StudentError(err) from None
     except Exception as err:  # the student's code failed; explain, do not crash
         raise _StudentError(err) from None
     if changed:
         raise _Mutated(changed, out)
     return out
+
+
+def _refusal(message):
+    """The named mistake of a refused call (grader.student_call.CallRefused), or None."""
+    from grader.mistakes import REFUSALS
+
+    key = student_call.refusal_key(message)
+    return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
 
 
 def _type_name(obj):

@@ -1,4 +1,4 @@
-"""The six exercises of the course: how to call the student's code, which inputs to
+"""The exercises of the course: how to call the student's code, which inputs to
 draw, which invariants hold, and which test cell checks what ("focuses")."""
 import torch
 
@@ -398,3 +398,329 @@ def _mha_exercise(name, batched):
 
 EXERCISES["multi_head_attention"] = _mha_exercise("MultiHeadAttention", batched=False)
 EXERCISES["batched_multi_head_attention"] = _mha_exercise("BatchedMultiHeadAttention", batched=True)
+
+
+# --- 07: the transformer block, the GPT's forward, generate ---------------------------
+
+def _layer_weights(gen, C, lead=()):
+    """One block's weights (pre-norm attention + MLP), with optional leading dims."""
+    lin = lambda out, inp: _randn(gen, *lead, out, inp) * inp**-0.5  # (..., out, in) like nn.Linear
+    vec = lambda n, scale: scale * _randn(gen, *lead, n)
+    return {"ln1_w": 1 + vec(C, 0.3), "ln1_b": vec(C, 0.2),
+            "w_query": lin(C, C), "w_key": lin(C, C), "w_value": lin(C, C),
+            "w_proj": lin(C, C), "b_proj": vec(C, 0.1),
+            "ln2_w": 1 + vec(C, 0.3), "ln2_b": vec(C, 0.2),
+            "w_fc": lin(4 * C, C), "b_fc": vec(4 * C, 0.1), "w_out": lin(C, 4 * C), "b_out": vec(C, 0.1)}
+
+
+_BLOCK_PARAMS = {"ln1.weight": "ln1_w", "ln1.bias": "ln1_b", "attn.query.weight": "w_query",
+                 "attn.key.weight": "w_key", "attn.value.weight": "w_value",
+                 "attn.proj.weight": "w_proj", "attn.proj.bias": "b_proj",
+                 "ln2.weight": "ln2_w", "ln2.bias": "ln2_b",
+                 "mlp.net.0.weight": "w_fc", "mlp.net.0.bias": "b_fc",
+                 "mlp.net.2.weight": "w_out", "mlp.net.2.bias": "b_out"}
+_BLOCK_HINT = ("the given __init__: ln1, attn (query, key, value, proj), ln2, "
+               "mlp.net = Sequential(Linear(C, 4 * C), GELU(), Linear(4 * C, C))")
+
+
+def _bump(value, taken):
+    """value, moved up until it differs from every size in taken."""
+    while value in taken:
+        value += 1
+    return value
+
+
+def _draw_block(gen, case, d):
+    B, T, nh, hs = d["B"], d["T"], d["n_heads"], d["head_size"]
+    C = nh * hs  # the block's heads split C exactly
+    block_size = _bump(d["block_size"], {C})
+    return {"x": _randn(gen, B, T, C), **_layer_weights(gen, C), "n_heads": nh,
+            "block_size": block_size, "dropout": 0.25 if case == "dropout" else 0.0}
+
+
+def _call_block(inputs):
+    C = inputs["x"].shape[-1]
+    return {"kind": "module", "ctor": [C, inputs["n_heads"], inputs["block_size"]],
+            "ctor_kw": {"dropout": inputs["dropout"]}, "x": inputs["x"],
+            "params": {name: inputs[key] for name, key in _BLOCK_PARAMS.items()},
+            "param_hint": _BLOCK_HINT, "eval": inputs["dropout"] > 0}
+
+
+def _draw_gpt(gen, case, d):
+    B, T, nh, hs = d["B"], d["T"], d["n_heads"], d["head_size"]
+    C = nh * hs
+    V = _bump(d["vocab_size"], {C})  # logits (B, T, V) and hidden states (B, T, C) differ
+    block_size = _bump(d["block_size"], {C, V})
+    idx = torch.randint(0, V, (B, T), generator=gen)  # (B, T)
+    inputs = {"idx": idx, "tok": _randn(gen, V, C), "pos": _randn(gen, block_size, C)}
+    inputs.update(_layer_weights(gen, C, lead=(2,)))  # two blocks, stacked
+    inputs.update({"lnf_w": 1 + 0.3 * _randn(gen, C), "lnf_b": 0.2 * _randn(gen, C),
+                   "w_head": _randn(gen, V, C) * C**-0.5, "b_head": 0.1 * _randn(gen, V),
+                   "n_heads": nh, "block_size": block_size})
+    return inputs
+
+
+def _call_gpt(inputs):
+    V, C = inputs["tok"].shape
+    n_layers = inputs["ln1_w"].shape[0]
+    params = {"token_embedding.weight": inputs["tok"], "position_embedding.weight": inputs["pos"],
+              "ln_f.weight": inputs["lnf_w"], "ln_f.bias": inputs["lnf_b"],
+              "lm_head.weight": inputs["w_head"], "lm_head.bias": inputs["b_head"]}
+    for i in range(n_layers):
+        params.update({f"blocks.{i}.{name}": inputs[key][i] for name, key in _BLOCK_PARAMS.items()})
+    return {"kind": "module", "ctor": [V, C, inputs["n_heads"], n_layers, inputs["block_size"]],
+            "ctor_kw": {"dropout": 0.0}, "x": inputs["idx"], "params": params,
+            "param_hint": "the given __init__: token_embedding, position_embedding, "
+                          "blocks = Sequential of Block, ln_f, lm_head"}
+
+
+def _token_causal(ctx):
+    """Changing the tokens after position t leaves the logits at 0..t unchanged."""
+    idx = ctx.inputs["idx"]
+    T, V = idx.shape[1], ctx.inputs["tok"].shape[0]
+    t = (T - 1) // 2
+    new = dict(ctx.inputs)
+    new["idx"] = idx.clone()
+    new["idx"][:, t + 1:] = (idx[:, t + 1:] + 1) % V
+    out = ctx.run(new)
+    before, after = ctx.out[:, : t + 1], out[:, : t + 1]
+    if not ctx.close(before, after):
+        i = _first_change(before, after, 1, ctx.tol)
+        return (f"not causal: changing tokens {t + 1}..{T - 1} changed the logits at position {i}.\n"
+                f"  Position {i} may only use tokens 0..{i}.")
+
+
+def _draw_generate(gen, case, d):
+    B, T, V, block_size = d["B"], d["T"], d["vocab_size"], d["block_size"]
+    total = block_size + 12  # long enough to crop the context for many steps
+    tok = _randn(gen, V, V)  # (V, V)
+    tok.diagonal().sub_(4.0)  # no token follows itself: the text cannot settle into one repeated id
+    return {"model": {"tok": tok, "pos": _randn(gen, block_size, V), "mix": 1.5 * _randn(gen, V, V)},
+            "idx": torch.randint(0, V, (B, T), generator=gen).tolist(),
+            "max_new_tokens": total - T, "block_size": block_size,
+            "temperature": {"main": 0.5, "plain": 1.0, "hot": 1.7}[case],
+            "seed": int(torch.randint(0, 2**31 - 1, (1,), generator=gen))}
+
+
+def _call_generate(inputs):
+    return {"kind": "generate", **inputs}
+
+
+def _generate_shape(inputs):
+    B, T = len(inputs["idx"]), len(inputs["idx"][0])
+    return (B, T + inputs["max_new_tokens"]), "(B, T + max_new_tokens)"
+
+
+def _keeps_prompt(ctx):
+    prompt = torch.tensor(ctx.inputs["idx"], dtype=torch.float64)  # (B, T)
+    T = prompt.shape[1]
+    if not torch.equal(ctx.out[:, :T], prompt):
+        return (f"the first {T} tokens of every row must be the prompt itself; return "
+                "torch.cat([idx, new_tokens], dim=1), the prompt followed by the new tokens.")
+
+
+def _reproducible(ctx):
+    again = ctx.run(ctx.inputs)
+    if not torch.equal(again, ctx.out):
+        return ("two runs with the same seed gave different tokens: sample with "
+                "torch.multinomial(probs, num_samples=1, generator=generator), passing the generator on.")
+
+
+def _same_tokens(ctx):
+    expected = ref.generate(**ctx.inputs)
+    T = len(ctx.inputs["idx"][0])
+    diff = (ctx.out != expected).nonzero()
+    if len(diff):
+        b, t = (int(i) for i in diff[diff[:, 1].argmin()])
+        seen = min(t, ctx.inputs["block_size"])
+        return (f"the sampled tokens differ from the reference: sequence {b}, new token {t - T + 1} "
+                f"(position {t}): expected id {int(expected[b, t])}, got {int(ctx.out[b, t])}; "
+                f"the tokens before it agree.\n  The reference predicted it from the last {seen} "
+                f"tokens (positions {t - seen}..{t - 1}).")
+
+
+GPT_CAUSAL = Invariant("causal", _token_causal)
+KEEPS_PROMPT = Invariant("keeps_prompt", _keeps_prompt)
+REPRODUCIBLE = Invariant("reproducible", _reproducible)
+SAME_TOKENS = Invariant("same_tokens", _same_tokens)
+BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
+BLOCK_BATCH = batch_independent(["x"])
+
+EXERCISES["block"] = Exercise(
+    name="Block", call=_call_block, reference=ref.block, draw=_draw_block, module=True,
+    dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
+          "block_size": (9, (1, 4))},
+    distinct=("B", "T", "n_heads", "head_size", "block_size"),
+    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    focuses={
+        "output": Focus("returns (B, T, C)"),
+        "causal": Focus("never looks at future tokens", invariants=(BLOCK_CAUSAL,)),
+        "values": Focus("matches the reference values (pre-norm)",
+                        invariants=(BLOCK_CAUSAL, BLOCK_BATCH), values=True),
+        "eval": Focus("matches the reference in evaluation mode, dropout=0.25", case="dropout",
+                      values=True),
+    },
+    mistakes=mistakes.BLOCK)
+
+EXERCISES["gpt"] = Exercise(
+    name="GPT", call=_call_gpt, reference=ref.gpt, draw=_draw_gpt, module=True,
+    dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
+          "vocab_size": (10, (9, 16)), "block_size": (11, (1, 4))},
+    distinct=("B", "T", "n_heads", "head_size", "vocab_size", "block_size"),
+    shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), "(B, T, vocab_size)"),
+    focuses={
+        "output": Focus("returns logits (B, T, vocab_size)"),
+        "causal": Focus("never looks at future tokens", invariants=(GPT_CAUSAL,)),
+        "values": Focus("matches the reference logits", invariants=(GPT_CAUSAL,), values=True),
+    },
+    mistakes=mistakes.GPT)
+
+# generate() runs on the CPU in float64 whatever the check's device and dtype: it is
+# compared token by token, and sampled tokens depend on the device's random stream. The
+# check's inputs hold no tensors at the top level, so they stay as drawn.
+EXERCISES["generate"] = Exercise(
+    name="generate", call=_call_generate, reference=ref.generate, draw=_draw_generate,
+    dims={"B": (2, (2, 4)), "T": (3, (1, 4)), "vocab_size": (11, (7, 13)), "block_size": (6, (3, 6))},
+    distinct=("B", "T", "vocab_size", "block_size"), shape=_generate_shape,
+    out_dtype=lambda i: torch.int64,
+    focuses={
+        "output": Focus("returns the prompt and max_new_tokens new tokens, reproducibly",
+                        case="plain", invariants=(KEEPS_PROMPT, REPRODUCIBLE)),
+        "cropped": Focus("samples the reference's tokens at temperature 1, past block_size",
+                         case="plain", invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
+        "values": Focus("samples the reference's tokens at temperature 0.5", case="main",
+                        invariants=(KEEPS_PROMPT, REPRODUCIBLE, SAME_TOKENS), values=True),
+        "hot": Focus("samples the reference's tokens at temperature 1.7", case="hot",
+                     invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
+    },
+    mistakes=mistakes.GENERATE)
+
+
+# --- 08: online softmax, tiled attention, key/value cache -----------------------------
+
+def _draw_online_softmax(gen, case, d):
+    B, T, N = d["B"], d["T"], d["N"]
+    scores = 3 * _randn(gen, B, T, N)  # (B, T, N)
+    scores[0, 0] = torch.sort(scores[0, 0]).values  # a new maximum at every step
+    if case == "main":
+        scores[0, 1] = -1000 + _randn(gen, N)  # exp underflows unless the max is subtracted
+        scores[-1, -1] = 1000 + _randn(gen, N)  # exp overflows unless the max is subtracted
+        hidden = torch.rand(B, T, N, generator=gen) < 0.2
+        hidden[1, 0, :2] = True  # rows that start with masked (-inf) scores
+        hidden[-1, 1, :3] = True
+        hidden[..., -1] = False  # every row keeps at least one score
+        hidden[0, :2] = False
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return {"scores": scores}
+
+
+def _call_online_softmax(inputs):
+    call = {"kind": "function", "args": [inputs["scores"]]}
+    if "watch" in inputs:
+        call["watch"] = inputs["watch"]
+    return call
+
+
+def _one_pass(ctx):
+    """Run again while recording every operation: no reduction may cover a whole row."""
+    ctx.run({**ctx.inputs, "watch": {"row": ctx.inputs["scores"].shape[-1]}})
+
+
+def _draw_tiled(gen, case, d):
+    B, nh, hs = d["B"], d["n_heads"], d["head_size"]
+    tile = max(d["tile_size"], 2 * hs + 1)  # a tile of scores outweighs a head_size row
+    T = max(d["T"], 2 * tile + 1)  # and a strip of tile x T outweighs the inputs
+    T += T % tile == 0  # the last tile is a shorter one
+    q, k, v = (_randn(gen, B, nh, T, hs) for _ in range(3))  # (B, n_heads, T, head_size)
+    return {"q": q, "k": k, "v": v, "tile_size": tile}
+
+
+def _call_tiled(inputs):
+    call = {"kind": "function", "args": [inputs["q"], inputs["k"], inputs["v"], inputs["tile_size"]]}
+    if "watch" in inputs:
+        call["watch"] = inputs["watch"]
+    return call
+
+
+def _never_full_matrix(ctx):
+    """Run again while recording every operation: no intermediate may hold more than twice
+    the inputs (B, n_heads, T, head_size) or two tiles of scores."""
+    B, nh, T, hs = ctx.inputs["q"].shape
+    tile = ctx.inputs["tile_size"]
+    limit = 2 * B * nh * max(T * hs, tile * tile)
+    ctx.run({**ctx.inputs, "watch": {"max_numel": limit, "T": T, "tile_size": tile}})
+
+
+def _draw_cache(gen, case, d):
+    B, C, nh, hs, block_size = d["B"], d["C"], d["n_heads"], d["head_size"], d["context"]
+    prompt = min(d["prompt"], block_size - 2)
+    T = block_size + 5 if case == "main" else block_size - 1  # past the cache's size, or within
+    T = _bump(T, {C})
+    w = lambda: _randn(gen, nh * hs, C) * C**-0.5  # (n_heads * head_size, C)
+    return {"x": _randn(gen, B, T, C), "w_query": w(), "w_key": w(), "w_value": w(),
+            "w_proj": _randn(gen, C, nh * hs) * (nh * hs) ** -0.5, "b_proj": 0.1 * _randn(gen, C),
+            "n_heads": nh, "block_size": block_size, "chunks": [prompt] + [1] * (T - prompt)}
+
+
+def _call_cache(inputs):
+    n_heads, C = inputs["n_heads"], inputs["x"].shape[-1]
+    head_size = inputs["w_query"].shape[0] // n_heads
+    return {"kind": "stream", "ctor": [C, n_heads, head_size, inputs["block_size"]], "ctor_kw": {},
+            "x": inputs["x"], "chunks": inputs["chunks"],
+            "params": {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
+                       "value.weight": inputs["w_value"], "proj.weight": inputs["w_proj"],
+                       "proj.bias": inputs["b_proj"]},
+            "param_hint": "the given __init__: query, key, value = nn.Linear(C, n_heads * head_size, "
+                          "bias=False), proj = nn.Linear(n_heads * head_size, C)"}
+
+
+ONE_PASS = Invariant("one_pass", _one_pass)
+NEVER_FULL_MATRIX = Invariant("never_full_matrix", _never_full_matrix)
+TILED_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
+TILED_BATCH = batch_independent(["q", "k", "v"])
+
+EXERCISES["online_softmax"] = Exercise(
+    name="online_softmax", call=_call_online_softmax, reference=ref.online_softmax,
+    draw=_draw_online_softmax, dims={"B": (3, (2, 4)), "T": (5, (3, 7)), "N": (11, (8, 16))},
+    distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, "(B, T, N)"),
+    focuses={
+        "output": Focus("returns probabilities shaped like the scores", case="plain"),
+        "rows_sum_to_one": Focus("every row sums to 1", case="plain", invariants=(ROWS_SUM_TO_ONE,)),
+        "plain": Focus("matches torch.softmax on ordinary scores", case="plain",
+                       invariants=(ROWS_SUM_TO_ONE,), values=True),
+        "values": Focus("matches torch.softmax on scores of ±1000 and -inf", values=True),
+        "one_pass": Focus("reads each row once, a score at a time", case="plain",
+                          invariants=(ONE_PASS,), values=True),
+    },
+    mistakes=mistakes.ONLINE_SOFTMAX)
+
+EXERCISES["tiled_attention"] = Exercise(
+    name="tiled_attention", call=_call_tiled, reference=ref.tiled_attention, draw=_draw_tiled,
+    dims={"B": (2, (2, 3)), "n_heads": (3, (2, 4)), "T": (41, (30, 50)), "head_size": (4, (3, 5)),
+          "tile_size": (9, (7, 13))},
+    distinct=("B", "n_heads", "T", "head_size", "tile_size"),
+    shape=lambda i: (i["q"].shape, "(B, n_heads, T, head_size)"),
+    focuses={
+        "output": Focus("returns (B, n_heads, T, head_size)"),
+        "causal": Focus("never looks at future keys", invariants=(TILED_CAUSAL,)),
+        "values": Focus("matches causal attention", invariants=(TILED_CAUSAL, TILED_BATCH), values=True),
+        "memory": Focus("never forms the T x T matrix (and still matches)",
+                        invariants=(NEVER_FULL_MATRIX,), values=True),
+    },
+    mistakes=mistakes.TILED_ATTENTION)
+
+EXERCISES["cached_attention"] = Exercise(
+    name="CachedSelfAttention", call=_call_cache, reference=ref.cached_attention, draw=_draw_cache,
+    module=True,
+    dims={"B": (2, (2, 3)), "C": (12, (10, 16)), "n_heads": (3, (2, 4)), "head_size": (5, (3, 6)),
+          "context": (8, (5, 9)), "prompt": (5, (2, 4))},
+    distinct=("B", "C", "n_heads", "head_size", "context"),
+    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    focuses={
+        "output": Focus("returns (B, T_new, C) for every chunk of new tokens"),
+        "short": Focus("matches attention without a cache, within block_size tokens", case="short",
+                       values=True),
+        "values": Focus("matches attention without a cache, past block_size (cropped cache)",
+                        values=True),
+    },
+    mistakes=mistakes.CACHED_ATTENTION)

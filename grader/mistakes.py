@@ -342,3 +342,365 @@ MULTI_HEAD_ATTENTION = (
     Mistake("mask_not_sliced", MASK_NOT_SLICED, MASK_NOT_SLICED_HINT,
             lambda *a: _mha(*a, unsliced=True)),
 )
+
+
+# --- 07: the transformer block -------------------------------------------------------
+
+def _block(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_b,
+           w_fc, b_fc, w_out, b_out, n_heads, block_size=None, dropout=0.0, *, layout):
+    ln1 = lambda t: ref.layer_norm(t, ln1_w, ln1_b)
+    ln2 = lambda t: ref.layer_norm(t, ln2_w, ln2_b)
+    attn = lambda t: ref.causal_self_attention(t, w_query, w_key, w_value, w_proj, b_proj, n_heads)
+    mlp = lambda t: ref.mlp(t, w_fc, b_fc, w_out, b_out)
+    if layout == "post_norm":  # (12) the original transformer's order
+        x = ln1(x + attn(x))
+        return ln2(x + mlp(x))
+    if layout == "residual_after_norm":  # the residual stream carries the normalised x
+        h = ln1(x)
+        x = h + attn(h)
+        h = ln2(x)
+        return h + mlp(h)
+    if layout == "no_residual":
+        return mlp(ln2(attn(ln1(x))))
+    if layout == "norms_swapped":
+        x = x + attn(ln2(x))
+        return x + mlp(ln1(x))
+    if layout == "no_norm":
+        x = x + attn(x)
+        return x + mlp(x)
+    if layout == "norm_after_branch":
+        x = x + ln1(attn(x))
+        return x + ln2(mlp(x))
+    if layout == "parallel":  # the MLP reads the block's input, not the attention's output
+        return x + attn(ln1(x)) + mlp(ln2(x))
+    raise ValueError(layout)
+
+
+BLOCK = (
+    Mistake("post_norm", "post-norm instead of pre-norm",
+            "normalise the input of each branch, not the sum: x = x + self.attn(self.ln1(x)), "
+            "then x = x + self.mlp(self.ln2(x)).", lambda *a: _block(*a, layout="post_norm")),
+    Mistake("residual_after_norm", "residual added after the norm",
+            "add the branch to the block's own x, not to ln1(x): keep x unnormalised on the "
+            "residual path (x = x + self.attn(self.ln1(x))).",
+            lambda *a: _block(*a, layout="residual_after_norm")),
+    Mistake("no_residual", "no residual connections",
+            "each branch is added to its input: x = x + self.attn(...), x = x + self.mlp(...).",
+            lambda *a: _block(*a, layout="no_residual")),
+    Mistake("norms_swapped", "ln1 and ln2 swapped",
+            "ln1 goes before the attention and ln2 before the MLP.",
+            lambda *a: _block(*a, layout="norms_swapped")),
+    Mistake("no_norm", "LayerNorms left out", "normalise the input of each branch with ln1 and ln2.",
+            lambda *a: _block(*a, layout="no_norm")),
+    Mistake("norm_after_branch", "the norm applied to the branch's output",
+            "pre-norm normalises what goes into the branch: self.attn(self.ln1(x)), not self.ln1(self.attn(x)).",
+            lambda *a: _block(*a, layout="norm_after_branch")),
+    Mistake("parallel_branches", "the MLP reads the block's input instead of the attention's output",
+            "update x with the attention branch first, then feed that x to ln2 and the MLP.",
+            lambda *a: _block(*a, layout="parallel")),
+)
+
+
+# --- 07: the GPT's forward -----------------------------------------------------------
+
+def _gpt(idx, tok, pos, *rest, layout):
+    *layers, lnf_w, lnf_b, w_head, b_head, n_heads, block_size = rest
+    T = idx.shape[1]
+    F = torch.nn.functional
+    x = F.embedding(idx, tok)  # (B, T, C)
+    if layout == "positions_from_ids":
+        x = x + F.embedding(idx, pos)  # the position table indexed by token ids
+    elif layout == "positions_not_sliced":
+        x = x + pos  # (block_size, C): fails unless T == block_size
+    elif layout not in ("positions_after_blocks", "no_positions"):
+        x = x + pos[:T]
+    for weights in zip(*layers):
+        x = ref.block(x, *weights, n_heads)
+    if layout == "positions_after_blocks":
+        x = x + pos[:T]
+    if layout != "no_final_norm":
+        x = ref.layer_norm(x, lnf_w, lnf_b)
+    return x @ w_head.mT + b_head  # (B, T, vocab_size)
+
+
+GPT = (
+    Mistake("positions_after_attention", "positions added after attention",
+            "add the position embeddings to the token embeddings before the first block: "
+            "attention itself cannot tell positions apart.",
+            lambda *a: _gpt(*a, layout="positions_after_blocks")),
+    Mistake("no_positions", "no position embeddings",
+            "x = token_embedding(idx) + position_embedding(torch.arange(T, device=idx.device)).",
+            lambda *a: _gpt(*a, layout="no_positions")),
+    Mistake("positions_from_ids", "position table indexed by the token ids",
+            "the positions are 0..T-1: self.position_embedding(torch.arange(T, device=idx.device)), "
+            "not self.position_embedding(idx).", lambda *a: _gpt(*a, layout="positions_from_ids")),
+    Mistake("positions_not_sliced", "the whole position table added, not its first T rows",
+            "a sequence may be shorter than block_size: use positions 0..T-1 only.",
+            lambda *a: _gpt(*a, layout="positions_not_sliced")),
+    Mistake("no_final_norm", "final LayerNorm left out",
+            "apply self.ln_f after the last block, before self.lm_head.",
+            lambda *a: _gpt(*a, layout="no_final_norm")),
+)
+
+
+# --- 07: generate --------------------------------------------------------------------
+
+def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop="end",
+              position=-1, probs="softmax", pick="sample", dim=-1):
+    from grader.student_call import StandInLM
+
+    lm = StandInLM(**model)
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.tensor(idx, dtype=torch.long)  # (B, T)
+    for _ in range(max_new_tokens):
+        context = {"end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
+                   "last": idx[:, -1:]}[crop]
+        logits = lm(context)[:, position, :]  # (B, vocab_size)
+        if probs == "softmax":
+            p = torch.softmax(logits / temperature, dim=dim)
+        elif probs == "logits":  # (12) raises: negative "probabilities"
+            p = logits / temperature
+        elif probs == "after":  # torch.multinomial renormalises: the temperature vanishes
+            p = torch.softmax(logits, dim=dim) / temperature
+        elif probs == "multiplied":
+            p = torch.softmax(logits * temperature, dim=dim)
+        if pick == "sample":
+            nxt = torch.multinomial(p, num_samples=1, generator=gen)  # (B, 1)
+        else:
+            nxt = p.argmax(-1, keepdim=True)
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx
+
+
+GENERATE = (
+    Mistake("context_not_cropped", "the context not cropped to block_size",
+            "the model has positions for block_size tokens only: feed it idx[:, -block_size:].",
+            lambda *a: _generate(*a, crop="none")),
+    Mistake("cropped_from_the_start", "the context cropped to its first block_size tokens",
+            "keep the most recent tokens: idx[:, -block_size:], not idx[:, :block_size].",
+            lambda *a: _generate(*a, crop="start")),
+    Mistake("last_token_only", "only the last token given to the model",
+            "give the model the whole (cropped) context, idx[:, -block_size:]; it predicts from all of it.",
+            lambda *a: _generate(*a, crop="last")),
+    Mistake("first_position", "the logits of the first position used",
+            "the next token is predicted at the last position: logits[:, -1, :].",
+            lambda *a: _generate(*a, position=0)),
+    Mistake("sampled_from_logits", "sampling from the logits instead of the probabilities",
+            "torch.multinomial needs non-negative weights: probs = F.softmax(logits / temperature, dim=-1).",
+            lambda *a: _generate(*a, probs="logits")),
+    Mistake("temperature_after_softmax", "temperature applied after the softmax (or not at all)",
+            "divide the logits, before the softmax: F.softmax(logits / temperature, dim=-1). "
+            "Dividing the probabilities changes nothing, since torch.multinomial renormalises them.",
+            lambda *a: _generate(*a, probs="after")),
+    Mistake("temperature_multiplied", "logits multiplied by the temperature",
+            "divide by the temperature: a high temperature must flatten the distribution.",
+            lambda *a: _generate(*a, probs="multiplied")),
+    Mistake("greedy", "the most likely token taken instead of a sample",
+            "sample: torch.multinomial(probs, num_samples=1, generator=generator).",
+            lambda *a: _generate(*a, pick="argmax")),
+    Mistake("softmax_wrong_dim", "softmax over the batch instead of the vocabulary",
+            "the logits of the last position are (B, vocab_size): softmax over dim=-1.",
+            lambda *a: _generate(*a, dim=0)),
+)
+
+
+# --- 08: online softmax --------------------------------------------------------------
+
+def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1):
+    x = scores.movedim(dim, -1)  # (..., N)
+    m = torch.full(x.shape[:-1], start, dtype=x.dtype, device=x.device)  # running max
+    l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # running sum
+    for j in range(x.shape[-1]):
+        xj = x[..., j]
+        if not shift:  # no maximum at all: exp overflows
+            l = l + torch.exp(xj)
+            continue
+        m_new = torch.maximum(m, xj)
+        ref_m = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new) if guard else m_new
+        if rescale == "right":
+            alpha = torch.exp(m - ref_m)
+        elif rescale == "inverted":
+            alpha = torch.exp(ref_m - m)
+        else:
+            alpha = torch.ones_like(l)
+        l = l * alpha + torch.exp(xj - ref_m)
+        m = m_new
+    out = torch.exp(x) / l.unsqueeze(-1) if not shift else torch.exp(x - m.unsqueeze(-1)) / l.unsqueeze(-1)
+    return out.movedim(-1, dim)
+
+
+ONLINE_SOFTMAX = (
+    Mistake("sum_not_rescaled", "the running sum not rescaled when the maximum changes",
+            "when the maximum grows from m to m_new, the terms already summed were exp(x - m): "
+            "multiply the sum by exp(m - m_new) before adding exp(x_j - m_new).",
+            lambda scores: _online(scores, rescale="none")),
+    Mistake("rescale_inverted", "rescaled by exp(m_new - m) instead of exp(m - m_new)",
+            "the old terms shrink when the maximum grows: l = l * exp(m - m_new) + exp(x_j - m_new).",
+            lambda scores: _online(scores, rescale="inverted")),
+    Mistake("max_started_at_zero", "the running maximum started at 0",
+            "start it at -inf: with 0, a row whose scores are all far below 0 underflows to "
+            "exp(-1000) = 0 everywhere and divides 0 by 0.",
+            lambda scores: _online(scores, start=0.0)),
+    Mistake("no_max_subtracted", "exp of the raw scores, no maximum subtracted",
+            "exp(1000) overflows: keep a running maximum m and sum exp(x_j - m).",
+            lambda scores: _online(scores, shift=False)),
+    Mistake("masked_prefix_nan", "scores of -inf at the start of a row give NaN",
+            "while the maximum is still -inf, exp(m - m_new) and exp(x_j - m_new) are exp(-inf + inf) = NaN: "
+            "subtract 0 instead of m_new where m_new is -inf (torch.where).",
+            lambda scores: _online(scores, guard=False)),
+    Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
+            lambda scores: _online(scores, dim=-2)),
+)
+
+
+# --- 08: tiled attention -------------------------------------------------------------
+
+def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=False,
+           rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True):
+    T, head_size = q.shape[-2], q.shape[-1]
+    factor = head_size**-0.5 if scale else 1.0
+    out = torch.zeros_like(q)  # (B, n_heads, T, head_size)
+    stop = T if partial else T - T % tile_size
+    for i0 in range(0, stop, tile_size):
+        i1 = min(i0 + tile_size, T)
+        qi = q[..., i0:i1, :]  # (B, n_heads, tq, head_size)
+        m = torch.full((*q.shape[:-2], i1 - i0, 1), float("-inf"), dtype=q.dtype, device=q.device)
+        l = torch.zeros_like(m)
+        acc = torch.zeros_like(qi)
+        for j0 in range(0, stop, tile_size):
+            if skip_future and j0 >= i1:
+                break  # this tile and all after it lie in the future
+            j1 = min(j0 + tile_size, T)
+            s = qi @ k[..., j0:j1, :].mT * factor  # (B, n_heads, tq, tk)
+            rows = torch.arange(i1 - i0, device=q.device).view(-1, 1)
+            cols = torch.arange(j1 - j0, device=q.device).view(1, -1)
+            if mask == "global":
+                s = s.masked_fill(cols + j0 > rows + i0, float("-inf"))
+            elif mask == "local":  # positions inside the tile, without the tiles' offsets
+                s = s.masked_fill(cols > rows, float("-inf"))
+            if tile_max:  # each tile with its own maximum, merged afterwards
+                m_tile = s.amax(-1, keepdim=True)
+                p = torch.exp(s - m_tile)
+                m_new = torch.maximum(m, m_tile)
+                a, b = torch.exp(m - m_new), torch.exp(m_tile - m_new)
+                l = l * a + p.sum(-1, keepdim=True) * b
+                acc = acc * a + (p @ v[..., j0:j1, :]) * b
+            else:
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                alpha = torch.exp(m - m_new)
+                p = torch.exp(s - m_new)
+                l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
+                acc = (acc * alpha if rescale_out else acc) + p @ v[..., j0:j1, :]
+            m = m_new
+        out[..., i0:i1, :] = acc / l if normalise else acc
+    return out
+
+
+TILED_ATTENTION = (
+    Mistake("future_in_diagonal_tile", "tiles that let the future in",
+            "skipping the tiles after the diagonal is not enough: inside the diagonal tile, hide "
+            "the keys after each query (key position > query position, counted from 0 for the whole sequence).",
+            lambda *a: _tiled(*a, mask="none")),
+    Mistake("no_causal_mask", "no causal mask: every tile, future included",
+            "a query at position t may only use keys 0..t: skip the tiles after it and mask the diagonal tile.",
+            lambda *a: _tiled(*a, skip_future=False, mask="none")),
+    Mistake("fully_masked_tile_nan", "a fully masked tile produces NaN",
+            "a tile entirely in the future has maximum -inf and exp(-inf - (-inf)) = NaN: skip such "
+            "tiles (they contribute nothing), or guard rows whose maximum is still -inf.",
+            lambda *a: _tiled(*a, skip_future=False, tile_max=True)),
+    Mistake("tile_local_mask", "the mask built from positions inside the tile",
+            "compare whole-sequence positions, query i0 + r against key j0 + c: a key tile before the "
+            "diagonal is entirely visible.", lambda *a: _tiled(*a, mask="local")),
+    Mistake("sum_not_rescaled", ONLINE_SOFTMAX[0].name,
+            "when a key tile raises the maximum, multiply the running sum l by exp(m - m_new).",
+            lambda *a: _tiled(*a, rescale_sum=False)),
+    Mistake("output_not_rescaled", "the running output not rescaled when the maximum changes",
+            "the accumulated p @ v was computed with the old maximum: multiply it by exp(m - m_new) too.",
+            lambda *a: _tiled(*a, rescale_out=False)),
+    Mistake("not_normalised", "the output never divided by the running sum",
+            "after the last key tile, divide the accumulated output by l.",
+            lambda *a: _tiled(*a, normalise=False)),
+    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
+            "multiply each tile of scores by head_size ** -0.5.", lambda *a: _tiled(*a, scale=False)),
+    Mistake("last_tile_dropped", "the last, shorter tile left out",
+            "T need not be a multiple of tile_size: range(0, T, tile_size) with slices that stop at T.",
+            lambda *a: _tiled(*a, partial=False)),
+)
+
+
+# --- 08: key/value cache -------------------------------------------------------------
+
+def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks, *,
+           append="before", crop="after", keep="last", align="bottom_right"):
+    B = x.shape[0]
+    split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
+    K = V = None
+    outs, start = [], 0
+    for n in chunks:
+        xc = x[:, start:start + n]  # (B, n, C)
+        start += n
+        q, k, v = split(xc @ w_query.mT), split(xc @ w_key.mT), split(xc @ w_value.mT)
+        if crop == "before" and K is not None:
+            K, V = K[..., -block_size:, :], V[..., -block_size:, :]
+        if K is None or append == "replace":
+            K_new, V_new = k, v
+        else:
+            K_new, V_new = torch.cat([K, k], dim=2), torch.cat([V, v], dim=2)
+        if crop == "after":
+            cut = slice(-block_size, None) if keep == "last" else slice(0, block_size)
+            K_new, V_new = K_new[..., cut, :], V_new[..., cut, :]
+        keys, vals = (K, V) if append == "after" and K is not None else (K_new, V_new)
+        L = keys.shape[2]
+        rows = torch.arange(n, device=x.device).view(-1, 1)
+        cols = torch.arange(L, device=x.device).view(1, -1)
+        hide = {"bottom_right": cols > rows + (L - n), "top_left": cols > rows,
+                "none": torch.zeros(n, L, dtype=torch.bool, device=x.device)}[align]
+        out = ref.scaled_dot_product_attention(q, keys, vals, hide)  # (B, n_heads, n, head_size)
+        outs.append(out.transpose(1, 2).reshape(B, n, -1) @ w_proj.mT + b_proj)
+        K, V = K_new, V_new
+    return torch.cat(outs, dim=1)  # (B, T, C)
+
+
+CACHED_ATTENTION = (
+    Mistake("appended_after_attention", "the cache appended after the attention step",
+            "append the new keys and values first, then attend: the new token must see itself.",
+            lambda *a: _cache(*a, append="after")),
+    Mistake("cache_not_cropped", "the cache not cropped to block_size",
+            "after appending, keep the last block_size entries: self.k_cache[:, :, -block_size:].",
+            lambda *a: _cache(*a, crop="none")),
+    Mistake("cropped_before_append", "the cache cropped before appending (one entry too many)",
+            "crop after appending, so that at most block_size keys are attended to.",
+            lambda *a: _cache(*a, crop="before")),
+    Mistake("kept_oldest", "the cache cropped to its oldest entries",
+            "keep the most recent block_size entries ([:, :, -block_size:]), not the first ones.",
+            lambda *a: _cache(*a, keep="first")),
+    Mistake("cache_replaced", "the cache replaced instead of extended",
+            "concatenate the new keys and values to the cached ones along T (dim=2).",
+            lambda *a: _cache(*a, append="replace")),
+    Mistake("top_left_mask", "the causal mask aligned to the first cached key",
+            "with T_new queries and L cached keys, query i sits at position L - T_new + i: it may "
+            "see keys 0..L - T_new + i. (F.scaled_dot_product_attention's is_causal=True assumes "
+            "T_new == L and lets a single new token see key 0 only.)",
+            lambda *a: _cache(*a, align="top_left")),
+    Mistake("no_mask_in_chunk", "no causal mask among the new tokens",
+            "when several tokens arrive at once (the prompt), each may only see the ones before it.",
+            lambda *a: _cache(*a, align="none")),
+)
+
+
+# --- rules a call broke while it ran (grader.student_call.CallRefused) ----------------
+
+REFUSALS = {
+    "whole_row": ("a whole row reduced at once",
+                  "keep a running maximum and a running sum, updated one score at a time."),
+    "fused_kernel": ("a fused attention kernel called",
+                     "write the loops over tiles of queries and keys yourself."),
+    "full_matrix": ("the T x T matrix formed",
+                    "compare one tile of queries with one tile of keys at a time."),
+    "tile_strip": ("a tile of queries against all T keys",
+                   "tile the keys too, and combine the key tiles with a running max and sum."),
+    "too_large": ("an intermediate larger than two tiles",
+                  "keep only one tile of scores and the running statistics at a time."),
+    "stream_shape": ("outputs for the whole cache returned",
+                     "return one output per new token: (B, T_new, C)."),
+}

@@ -86,3 +86,107 @@ def multi_head_attention(x, w_query, w_key, w_value, w_proj, b_proj, causal=True
         outs.append(scaled_dot_product_attention(q, k, v, mask))
     out = torch.cat(outs, dim=-1)  # (B, T, n_heads * head_size)
     return out @ w_proj.mT + b_proj  # (B, T, C)
+
+
+# --- 07: a transformer block, a tiny GPT, generation ---------------------------------
+
+def _split_heads(w, n_heads):
+    """(n_heads * head_size, C) projection -> (n_heads, head_size, C), head i in rows i*head_size..."""
+    return w.view(n_heads, w.shape[0] // n_heads, w.shape[1])
+
+
+def causal_self_attention(x, w_query, w_key, w_value, w_proj, b_proj, n_heads):
+    """Multi-head causal self-attention with (C, C) projections, as in notebook 07."""
+    return multi_head_attention(x, _split_heads(w_query, n_heads), _split_heads(w_key, n_heads),
+                                _split_heads(w_value, n_heads), w_proj, b_proj, causal=True)
+
+
+def mlp(x, w_fc, b_fc, w_out, b_out):
+    """Linear(C, 4C) -> GELU -> Linear(4C, C)."""
+    h = torch.nn.functional.gelu(x @ w_fc.mT + b_fc)  # (B, T, 4 * C)
+    return h @ w_out.mT + b_out  # (B, T, C)
+
+
+def layer_norm(x, weight, bias):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps=1e-5)
+
+
+def block(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_b,
+          w_fc, b_fc, w_out, b_out, n_heads, block_size=None, dropout=0.0):
+    """A pre-norm transformer block (dropout is off: evaluation mode):
+    x + attn(ln1(x)), then x + mlp(ln2(x))."""
+    x = x + causal_self_attention(layer_norm(x, ln1_w, ln1_b), w_query, w_key, w_value,
+                                  w_proj, b_proj, n_heads)  # (B, T, C)
+    return x + mlp(layer_norm(x, ln2_w, ln2_b), w_fc, b_fc, w_out, b_out)  # (B, T, C)
+
+
+def gpt(idx, tok, pos, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_b,
+        w_fc, b_fc, w_out, b_out, lnf_w, lnf_b, w_head, b_head, n_heads, block_size=None):
+    """Logits of a tiny GPT; every per-block weight is stacked along a first n_layers dim.
+
+    token + position embeddings -> the blocks -> final LayerNorm -> linear head."""
+    T = idx.shape[1]
+    x = tok[idx] + pos[:T]  # (B, T, C)
+    layers = (ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_b,
+              w_fc, b_fc, w_out, b_out)
+    for weights in zip(*layers):
+        x = block(x, *weights, n_heads)  # (B, T, C)
+    return layer_norm(x, lnf_w, lnf_b) @ w_head.mT + b_head  # (B, T, vocab_size)
+
+
+def generate(model, idx, max_new_tokens, block_size, temperature, seed):
+    """Sample max_new_tokens tokens from the stand-in model of grader.student_call.
+
+    model: its tensors {"tok", "pos", "mix"}; idx: the prompt, a list of lists of ids.
+    Each step: crop the context to its last block_size tokens, take the logits of the
+    last position, softmax(logits / temperature), one torch.multinomial draw with a
+    generator seeded once with seed."""
+    from grader.student_call import StandInLM
+
+    lm = StandInLM(**model)
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.tensor(idx, dtype=torch.long)  # (B, T)
+    for _ in range(max_new_tokens):
+        logits = lm(idx[:, -block_size:])[:, -1, :]  # (B, vocab_size)
+        probs = torch.softmax(logits / temperature, dim=-1)  # (B, vocab_size)
+        nxt = torch.multinomial(probs, num_samples=1, generator=gen)  # (B, 1)
+        idx = torch.cat([idx, nxt], dim=1)  # (B, T + 1)
+    return idx.double()  # the ids, in float64 like every reference
+
+
+# --- 08: attention that fits in memory -----------------------------------------------
+
+def online_softmax(scores):
+    """The softmax over the last dim (an online softmax computes exactly this)."""
+    return torch.softmax(scores, dim=-1)
+
+
+def tiled_attention(q, k, v, tile_size):
+    """Causal scaled dot-product attention of (B, n_heads, T, head_size) tensors; tiling
+    changes how it is computed, not the result."""
+    return scaled_dot_product_attention(q, k, v, causal_mask(q.shape[-2], q.device))
+
+
+def sliding_window_mask(T, window, device=None):
+    """(T, T) bool, True where query i may not see key j: the future, and keys more than
+    window - 1 positions back."""
+    i = torch.arange(T, device=device).view(T, 1)
+    j = torch.arange(T, device=device).view(1, T)
+    return (j > i) | (j <= i - window)
+
+
+def cached_attention(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks):
+    """What multi-head causal attention with a key/value cache of block_size entries
+    returns when x is fed a prompt (at most block_size tokens) and then one token at a
+    time: each token attends to itself and the block_size - 1 tokens before it. This is
+    computed here without any cache, on the whole sequence at once."""
+    if chunks[0] > block_size or any(n != 1 for n in chunks[1:]):
+        raise ValueError("the reference expects a prompt of at most block_size tokens, then single tokens")
+    T = x.shape[1]
+    mask = sliding_window_mask(T, block_size, x.device)  # (T, T)
+    heads = [_split_heads(w, n_heads) for w in (w_query, w_key, w_value)]
+    outs = []
+    for wq, wk, wv in zip(*heads):
+        q, k, v = x @ wq.mT, x @ wk.mT, x @ wv.mT  # (B, T, head_size) each
+        outs.append(scaled_dot_product_attention(q, k, v, mask))
+    return torch.cat(outs, dim=-1) @ w_proj.mT + b_proj  # (B, T, C)

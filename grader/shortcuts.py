@@ -24,6 +24,13 @@ DEFAULTS = {
                                      "F.multi_head_attention_forward"],
     "multi_head_attention": ["nn.MultiheadAttention", "F.multi_head_attention_forward"],
     "batched_multi_head_attention": ["nn.MultiheadAttention", "F.multi_head_attention_forward"],
+    "block": ["nn.TransformerEncoderLayer", "nn.TransformerDecoderLayer", "nn.MultiheadAttention",
+              "F.multi_head_attention_forward"],
+    "gpt": ["nn.TransformerEncoder", "nn.TransformerDecoder", "nn.Transformer"],
+    "online_softmax": ["torch.softmax", "F.softmax", "torch.logsumexp"],
+    "tiled_attention": ["F.scaled_dot_product_attention"],
+    "cached_attention": ["F.scaled_dot_product_attention", "nn.MultiheadAttention",
+                         "F.multi_head_attention_forward"],
 }
 
 

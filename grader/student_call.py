@@ -7,7 +7,11 @@ notebook's kernel and inside the sandbox.
 A call is a plain dict:
     {"kind": "function", "args": [...]}
     {"kind": "module", "ctor": [...], "ctor_kw": {...}, "params": {name: tensor},
-     "param_hint": "...", "x": tensor}
+     "param_hint": "...", "x": tensor, "eval": bool (optional: call model.eval() first)}
+    {"kind": "function", ..., "watch": {...}}   (optional: see _watched)
+    {"kind": "stream", <as "module">, "chunks": [n, ...]}   x fed n tokens at a time
+    {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
+     "max_new_tokens": int, "block_size": int, "temperature": float, "seed": int}
 """
 import torch
 
@@ -32,10 +36,20 @@ def load_parameters(model, params, hint):
 
 def execute(student, call):
     if call["kind"] == "function":
+        if call.get("watch"):
+            return _watched(student, call["args"], call["watch"])
         return student(*call["args"])
+    if call["kind"] == "generate":
+        return _generate(student, call)
+    if call["kind"] == "stream":
+        return _stream(student, call)
     x = call["x"]  # (B, T, C)
+    if not x.is_floating_point():  # token ids: the module's dtype is its parameters'
+        return _token_module(student, call)
     model = student(*call["ctor"], **call["ctor_kw"]).to(x.device, x.dtype)
     load_parameters(model, call["params"], call["param_hint"])
+    if call.get("eval"):
+        model.eval()
     with torch.no_grad():
         return model(x)
 
@@ -148,6 +162,10 @@ OUT_OF_PLACE = {"masked_fill", "softmax", "nan_to_num", "transpose", "view", "re
                 "to", "float", "double", "clone", "contiguous", "clamp", "where", "mul", "div", "add",
                 "sub", "permute", "unsqueeze", "squeeze", "expand", "flip"}
 
+# Calls that keep what they are given: register_buffer("mask", ones.triu(1)) throws nothing away.
+KEEPERS = {"register_buffer", "register_parameter", "add_module", "append", "extend", "insert",
+           "update", "copy_", "setdefault"}
+
 
 def _code_names(code):
     """What a code object (and the code nested in it) uses: global names, attribute names,
@@ -178,7 +196,8 @@ def _code_names(code):
                 value = co.co_consts[ins.arg] if ins.opname == "KW_NAMES" else ins.argval
                 if isinstance(value, tuple) and all(isinstance(a, str) for a in value):
                     used["keywords"].update(value)
-            if ins.opname == "POP_TOP" and previous is not None and previous.startswith("CALL"):
+            if ins.opname == "POP_TOP" and previous is not None and previous.startswith("CALL") \
+                    and not KEEPERS.intersection(statement):
                 used["discarded"].update(n for n in statement if n in OUT_OF_PLACE)
             if ins.opname.startswith(("STORE_", "POP_TOP", "RETURN", "POP_JUMP", "JUMP")):
                 statement = []
@@ -296,3 +315,181 @@ def code_facts(obj, call=None):
         except Exception as err:
             facts["module_error"] = type(err).__name__
     return facts
+# --- calls added for notebooks 07 and 08 ------------------------------------------------
+
+class CallRefused(Exception):
+    """The student's code ran but broke a rule of the exercise (it read a whole row at
+    once, or formed the T x T matrix). The first line of the message says what it did."""
+
+
+# What a refusal's message says, and the key of the mistake it names (refusal_key).
+REFUSALS = (("whole_row", "it read a whole row at once"),
+            ("fused_kernel", "it calls a fused attention kernel"),
+            ("full_matrix", "that is the T x T matrix"),
+            ("tile_strip", "that is a strip of one tile"),
+            ("too_large", "it made a tensor of shape"),
+            ("stream_shape", "one output per new token"))
+
+
+def refusal_key(message):
+    """The key of the rule a CallRefused message says was broken, or None."""
+    return next((key for key, phrase in REFUSALS if phrase in str(message)), None)
+
+
+def _build(student, call, device, dtype):
+    model = student(*call["ctor"], **call["ctor_kw"]).to(device, dtype)
+    load_parameters(model, call["params"], call["param_hint"])
+    if call.get("eval"):
+        model.eval()
+    return model
+
+
+def _token_module(student, call):
+    """A module that reads token ids, x (B, T) int64: built in its parameters' dtype."""
+    idx = call["x"]  # (B, T)
+    dtype = next(iter(call["params"].values())).dtype
+    model = _build(student, call, idx.device, dtype)
+    with torch.no_grad():
+        return model(idx)
+
+
+def _stream(student, call):
+    """Feed x to one module a few tokens at a time (a prompt, then one token per call),
+    as generation with a key/value cache does; the outputs joined along T."""
+    x = call["x"]  # (B, T, C)
+    model = _build(student, call, x.device, x.dtype)
+    outs, start = [], 0
+    with torch.no_grad():
+        for n in call["chunks"]:
+            out = model(x[:, start:start + n])  # (B, n, C)
+            if not isinstance(out, torch.Tensor):
+                return out  # the check explains what came back
+            want = (x.shape[0], n, x.shape[2])
+            if tuple(out.shape) != want:
+                raise CallRefused(
+                    f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
+                    f"{start} cached, forward returned shape {tuple(out.shape)}; expected {want} = "
+                    "(B, T_new, C): one output per new token.")
+            outs.append(out)
+            start += n
+    return torch.cat(outs, dim=1)  # (B, T, C)
+
+
+class StandInLM(torch.nn.Module):
+    """A tiny fixed next-token model that generate() is checked with (plain tensors, no
+    training). Like a GPT it has positions for block_size tokens only, and the logits at
+    position t depend on the whole context up to t and on t itself:
+    logits[b, t] = tok[idx[b, t]] + pos[t] + mean of mix[idx[b, s]] for s <= t."""
+
+    def __init__(self, tok, pos, mix):
+        super().__init__()
+        self.tok, self.pos, self.mix = tok, pos, mix  # (V, V), (block_size, V), (V, V)
+        self.block_size = pos.shape[0]
+
+    def forward(self, idx):
+        B, T = idx.shape
+        if T > self.block_size:
+            raise RuntimeError(f"the model got a context of {T} tokens, but it has positions for "
+                               f"only block_size={self.block_size} tokens")
+        if T == 0:
+            raise RuntimeError("the model got an empty context (0 tokens)")
+        steps = torch.arange(1, T + 1, device=idx.device, dtype=self.mix.dtype).view(1, T, 1)
+        past = self.mix[idx].cumsum(1) / steps  # (B, T, V) running mean over the context
+        return self.tok[idx] + self.pos[:T] + past  # (B, T, V)
+
+
+def _generate(student, call):
+    model = StandInLM(**call["model"])
+    idx = torch.tensor(call["idx"], dtype=torch.long)  # (B, T)
+    gen = torch.Generator().manual_seed(call["seed"])
+    return student(model, idx, call["max_new_tokens"], call["block_size"],
+                   temperature=call["temperature"], generator=gen)
+
+
+# Fused attention kernels tile internally; an exercise that asks for the tiles refuses them.
+_FUSED = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention")
+# Reductions, with where their dims argument sits (None: over every dim).
+_REDUCTIONS = {"amax": 1, "amin": 1, "max": 1, "min": 1, "sum": 1, "mean": 1, "nansum": 1,
+               "logsumexp": 1, "_softmax": 1, "_log_softmax": 1, "softmax": 1, "log_softmax": 1,
+               "cumsum": 1, "cumprod": 1, "cummax": 1, "cummin": 1, "logcumsumexp": 1,
+               "sort": 1, "argmax": 1, "argmin": 1, "prod": 1, "aminmax": None, "topk": 2,
+               "linalg_vector_norm": 2, "norm": 2, "var": 1, "std": 1, "median": 1}
+
+
+def _reduced_dims(name, args, kwargs):
+    """The dims a reduction op reduces over (None: all of them)."""
+    at = _REDUCTIONS[name]
+    dim = kwargs.get("dim", args[at] if at is not None and len(args) > at else None)
+    if isinstance(dim, torch.Tensor):  # torch.max(a, b): elementwise, not a reduction
+        return []
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return None
+    return [dim] if isinstance(dim, int) else [d for d in dim if isinstance(d, int)]
+
+
+def _watched(student, args, watch):
+    """Run student(*args) while recording every tensor operation (a torch dispatch mode,
+    so it also sees the operations inside torch functions). watch may ask for:
+      "row": N      no reduction (max, sum, softmax, ...) over a dim of size N at once;
+      "max_numel": no intermediate tensor with more elements than this, no fused kernel.
+    Raises CallRefused naming the first offending operation."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    seen = {"row": None, "largest": (0, None, None), "fused": None}
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func.overloadpacket.__name__
+            if seen["fused"] is None and any(f in name for f in _FUSED):
+                seen["fused"] = name
+            if "row" in watch and seen["row"] is None and name in _REDUCTIONS and args \
+                    and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
+                shape = tuple(args[0].shape)
+                dims = _reduced_dims(name, args, kwargs)
+                dims = range(len(shape)) if dims is None else dims
+                if any(shape[d] == watch["row"] for d in dims):
+                    seen["row"] = (name, shape)
+            out = func(*args, **kwargs)
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                numel, shape, made_by = seen["largest"]
+                if t.numel() > numel:
+                    seen["largest"] = (t.numel(), tuple(t.shape), name)
+                elif t.numel() == numel and t.dim() > len(shape):
+                    # the same numbers seen through the student's own view (matmul runs as
+                    # bmm on (B * n_heads, T, T), then views the result as (B, n_heads, T, T))
+                    seen["largest"] = (numel, tuple(t.shape), made_by)
+            return out
+
+    with Watch():
+        out = student(*args)
+    if "row" in watch and seen["row"]:
+        name, shape = seen["row"]
+        raise CallRefused(
+            f"it read a whole row at once: aten.{name} over a tensor of shape {shape} reduces all "
+            f"{watch['row']} scores of a row in one operation. Stream them instead: one score (or "
+            "a few) at a time, keeping only the running maximum and the running sum.")
+    if "max_numel" in watch:
+        if seen["fused"]:
+            raise CallRefused(
+                f"it calls a fused attention kernel (aten.{seen['fused']}), which tiles for you: "
+                "write the loops over tiles of queries and keys yourself.")
+        numel, shape, name = seen["largest"]
+        if numel > watch["max_numel"]:
+            raise CallRefused(f"it made a tensor of shape {shape} ({numel} numbers, aten.{name}); "
+                              f"{_describe_size(shape, watch)}")
+    return out
+
+
+def _describe_size(shape, watch):
+    T, tile = watch["T"], watch["tile_size"]
+    limit = f"at most {watch['max_numel']} numbers at once (twice the inputs, or two tiles)."
+    if sum(1 for s in shape if s >= T) >= 2:
+        return f"that is the T x T matrix of every query against every key. Work tile by tile: {limit}"
+    if T in shape and tile in shape:
+        return (f"that is a strip of one tile against all T={T} keys. Tile the keys too, "
+                f"combined with a running max and sum: {limit}")
+    return limit

@@ -1,6 +1,7 @@
 """Widgets for the notebooks. Each keeps its state in plain attributes (probs, entropy,
 ...) so tests can drive the slider from Python and read what the chart shows."""
 import io
+import html
 import math
 
 import ipywidgets as widgets
@@ -135,3 +136,69 @@ class HeadSizeExplorer(_ChartWidget):
                            ylabel="mean probability",
                            title=f"head_size {self.head_size}, {scale} "
                                  f"(mean of {len(self.row_q)} queries)")
+
+
+class TextGenerator(_ChartWidget):
+    """Text from a model, continued from a prompt you type, with a temperature slider.
+    The chart shows the distribution of the next character after the prompt at that
+    temperature: softmax(logits / temperature), the sharpening of notebook 03 with
+    factor = 1 / temperature. The same seed gives the same text for the same settings.
+
+    generate(model, idx, max_new_tokens, block_size, temperature=..., generator=...) is
+    the function that samples (yours, in notebook 07)."""
+
+    TOP = 12  # characters shown in the chart
+
+    def __init__(self, model, vocab, generate, block_size, prompt="The ", temperature=1.0,
+                 length=160, seed=0):
+        self.model, self.vocab, self.generate = model, vocab, generate
+        self.block_size, self.length, self.seed = block_size, length, seed
+        self.text, self.message, self.probs = "", "", None
+        self.prompt = widgets.Text(value=prompt, description="prompt", continuous_update=False)
+        self.slider = widgets.FloatSlider(value=temperature, min=0.05, max=3.0, step=0.05,
+                                          description="temperature", continuous_update=False)
+        super().__init__([self.prompt, self.slider])
+
+    @property
+    def temperature(self):
+        return self.slider.value
+
+    def refresh(self):
+        """Sample again; a prompt the model cannot read leaves the last text in place."""
+        prompt = self.prompt.value
+        try:
+            if not prompt:
+                raise ValueError("type at least one character")
+            ids = torch.tensor([self.vocab.encode(prompt)])  # (1, T)
+        except ValueError as err:
+            self.message = f"Cannot use this prompt: {err}. The text below is from the last valid prompt."
+            return
+        self.message = ""
+        self.model.eval()
+        with torch.no_grad():
+            logits = self.model(ids[:, -self.block_size:])[0, -1].double()  # (vocab_size,)
+            self.probs = torch.softmax(logits / self.temperature, dim=-1)  # (vocab_size,)
+            gen = torch.Generator().manual_seed(self.seed)
+            out = self.generate(self.model, ids, self.length, self.block_size,
+                                temperature=self.temperature, generator=gen)  # (1, T + length)
+        self.text = self.vocab.decode(out[0].tolist())
+        self.entropy = entropy(self.probs)
+
+    def summary(self):
+        note = f"<b>{html.escape(self.message)}</b><br>" if self.message else ""
+        if self.probs is None:
+            return note
+        return (f"{note}temperature {self.temperature:.2f} (factor {1 / self.temperature:.2f}) "
+                f"&nbsp;·&nbsp; entropy of the next character {self.entropy:.2f} nats "
+                f"&nbsp;·&nbsp; largest probability {float(self.probs.max()):.2f}"
+                f"<pre style='white-space: pre-wrap'>{html.escape(self.text)}</pre>")
+
+    def draw(self, ax):
+        if self.probs is None:
+            ax.set_axis_off()
+            return
+        top = torch.topk(self.probs, min(self.TOP, len(self.probs)))
+        labels = [repr(self.vocab.decode([i]))[1:-1] or " " for i in top.indices.tolist()]
+        show_probabilities(top.values, labels, ax=ax,
+                           title=f"next character after the prompt, temperature {self.temperature:.2f}")
+        ax.set_xlabel("character")

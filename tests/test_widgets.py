@@ -1,4 +1,5 @@
 """Drive each widget from Python, as a learner would with the mouse."""
+import html
 import math
 
 import nbformat
@@ -6,9 +7,35 @@ import pytest
 import torch
 
 from grader import notebooks
-from notebook_helpers.widgets import HeadSizeExplorer, SoftmaxSharpener, entropy
+from notebook_helpers.text import Vocabulary
+from notebook_helpers.widgets import HeadSizeExplorer, SoftmaxSharpener, TextGenerator, entropy
 
 SCORES = torch.tensor([2.0, 1.0, 0.5, -0.5, 0.0, -1.5])
+
+
+class CycleModel(torch.nn.Module):
+    """A bigram model that strongly prefers the next character of "abcde" after each one,
+    and refuses a context longer than block_size, like a GPT."""
+
+    def __init__(self, vocab, block_size):
+        super().__init__()
+        V = len(vocab)
+        table = torch.zeros(V, V)
+        for ch, nxt in zip("abcde", "bcdea"):
+            table[vocab.stoi[ch], vocab.stoi[nxt]] = 4.0
+        table[vocab.stoi[" "], vocab.stoi["a"]] = 4.0
+        self.table, self.block_size = table, block_size
+
+    def forward(self, idx):
+        assert idx.shape[1] <= self.block_size, "context longer than block_size"
+        return self.table[idx]  # (B, T, V)
+
+
+def _generator(prompt="ab", temperature=1.0, length=30):
+    from answers import generate  # a student's correct generate
+    vocab = Vocabulary("abcde xyz")
+    return TextGenerator(CycleModel(vocab, block_size=4), vocab, generate, block_size=4,
+                         prompt=prompt, temperature=temperature, length=length), vocab
 
 
 def test_sharpening_factor_makes_the_softmax_peakier():
@@ -108,3 +135,39 @@ def test_widget_cells_keep_a_still_image_in_the_committed_outputs(path):
     for cell in nb.cells:
         if "nbval-ignore-output" in cell.metadata.get("tags", []):
             assert any("image/png" in o.get("data", {}) for o in cell.outputs), cell.source
+def test_text_generator_temperature_is_the_sharpening_factor_turned_around():
+    w, vocab = _generator()
+    logits = w.model.table[vocab.stoi["b"]].double()  # after the prompt "ab"
+    seen = []
+    for temperature in (3.0, 1.0, 0.5, 0.1):
+        w.slider.value = temperature  # what moving the slider does
+        assert torch.allclose(w.probs, torch.softmax(logits / temperature, -1))
+        assert f"temperature {temperature:.2f}" in w.stats.value
+        assert w.text.startswith("ab") and len(w.text) == 2 + w.length
+        seen.append(w.entropy)
+    assert all(a > b for a, b in zip(seen, seen[1:]))  # colder: sharper
+    assert w.probs.argmax() == vocab.stoi["c"]
+
+
+def test_text_generator_cold_text_follows_the_model_and_hot_text_does_not():
+    w, _ = _generator(prompt="ab", temperature=0.05)
+    assert w.text == "ab" + ("cdeab" * 10)[:30]  # (almost) greedy: the model's cycle, the context cropped
+    first = w.text
+    w.slider.value = 2.5
+    assert w.text != first
+    w.slider.value = 0.05
+    assert w.text == first  # the seed is fixed: same settings, same text
+
+
+def test_text_generator_bad_prompts_explain_and_keep_the_text():
+    w, _ = _generator(prompt="abcdeabcde")  # longer than block_size: cropped, no error
+    before = w.text
+    assert before.startswith("abcdeabcde") and "Cannot" not in w.stats.value
+    w.prompt.value = "aQ"  # Q is not in the vocabulary
+    shown = html.unescape(w.stats.value)
+    assert "Cannot use this prompt: characters not in the vocabulary: ['Q']" in shown
+    assert w.text == before
+    w.prompt.value = ""
+    assert "type at least one character" in w.stats.value and w.text == before
+    w.prompt.value = "e"
+    assert w.text.startswith("e") and "Cannot" not in w.stats.value

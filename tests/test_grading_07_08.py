@@ -1,0 +1,113 @@
+"""Notebooks 07 and 08 graded end to end by the real pipeline (Grading: nbgrader's
+autograde with GradingExecute, the sandboxed kernel, the plans stored in the sources):
+a correct submission gets full marks, and wrong ones get exactly the points of the
+checks they pass, with their mistakes named in <notebook>.grading.json."""
+import json
+
+import nbformat
+import pytest
+
+from conftest import db_scores
+from grader import synthetic
+from grader.grading.autograde import Grading
+from grader.grading.status import Status
+
+NB07, NB08 = "07_transformer_block", "08_attention_at_scale"
+grouped = pytest.mark.xdist_group("graded_07_08")
+
+PRE_NORM = ("        x = x + self.attn(self.ln1(x))  # (B, T, C) tokens communicate\n"
+            "        x = x + self.mlp(self.ln2(x))  # (B, T, C) each token computes\n")
+POST_NORM = ("        x = self.ln1(x + self.attn(x))  # (B, T, C)\n"
+             "        x = self.ln2(x + self.mlp(x))  # (B, T, C)\n")
+RESCALED = "l = l * torch.exp(m - shift) + torch.exp(x - shift)"
+CROPPED = "self.k_cache, self.v_cache = k[:, :, -self.block_size:], v[:, :, -self.block_size:]"
+
+
+def _replace(old, new):
+    def edit(source):
+        assert old in source, f"the solution no longer contains {old!r}"
+        return source.replace(old, new)
+    return edit
+
+
+# student -> (assignment, {grade_id of a solution cell: edit}, {test cell: points}, {test cell: mistake key})
+SUBMISSIONS = {
+    "correct_07": (NB07, {}, None, {}),
+    "post_norm_hot_after_softmax": (NB07, {
+        "Block": _replace(PRE_NORM, POST_NORM),
+        "generate": _replace("F.softmax(logits / temperature, dim=-1)", "F.softmax(logits, dim=-1) / temperature"),
+    }, {"test_block_output": 1, "test_block_causal": 1, "test_block_values": 0, "test_block_eval": 0,
+        # GPT is built from the student's Block: its values fail with it
+        "test_gpt_output": 1, "test_gpt_causal": 1, "test_gpt_values": 0,
+        # at temperature 1 the mistake changes nothing
+        "test_generate_output": 1, "test_generate_cropped": 3, "test_generate_values": 0, "test_generate_hot": 0},
+        {"test_block_values": "post_norm", "test_generate_values": "temperature_after_softmax"}),
+    "correct_08": (NB08, {}, None, {}),
+    "unrescaled_uncropped": (NB08, {
+        "online_softmax": _replace(RESCALED, "l = l + torch.exp(x - shift)"),
+        "CachedSelfAttention": _replace(CROPPED, "self.k_cache, self.v_cache = k, v"),
+    }, {"test_online_softmax_output": 1, "test_online_softmax_rows": 0, "test_online_softmax_plain": 0,
+        "test_online_softmax_values": 0, "test_online_softmax_one_pass": 0,
+        "test_tiled_output": 1, "test_tiled_causal": 1, "test_tiled_values": 4, "test_tiled_memory": 4,
+        "test_cache_output": 1, "test_cache_short": 4, "test_cache_values": 0},
+        {"test_online_softmax_plain": "sum_not_rescaled", "test_cache_values": "cache_not_cropped"}),
+}
+
+
+@pytest.fixture(scope="module")
+def graded_07_08(tmp_path_factory):
+    root = synthetic.make_course(tmp_path_factory.mktemp("course_07_08"))
+    for student, (assignment, edits, _, _) in SUBMISSIONS.items():
+        nb = synthetic.answered(root, assignment, assignment,
+                                edit=lambda gid, src, edits=edits: edits.get(gid, lambda s: s)(src))
+        folder = root / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{assignment}.ipynb")
+    summary = Grading(root, jobs=2, budget=150, call_timeout=20).run(progress=False)
+    return root, summary
+
+
+def _outcomes(root, student, assignment):
+    path = root / "autograded" / student / assignment / f"{assignment}.grading.json"
+    return json.loads(path.read_text())["cells"]
+
+
+def _points(root, student, assignment):
+    """{test cell: score} of one submission, read from the course gradebook."""
+    from nbgrader.api import Gradebook
+
+    from grader.grading import layout
+
+    assert Status(root).get(student, assignment)["status"] == "graded"
+    config = layout.load_config(root)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+        notebook = gb.find_submission(assignment, student).notebooks[0]
+        return {grade.name: grade.score for grade in notebook.grades}
+
+
+@grouped
+@pytest.mark.parametrize("student", ["correct_07", "correct_08"])
+def test_a_correct_submission_gets_full_marks(graded_07_08, student):
+    root, _ = graded_07_08
+    assignment = SUBMISSIONS[student][0]
+    outcomes = _outcomes(root, student, assignment)
+    failed = {cell: [o["message"] for o in outs if not o["passed"]] for cell, outs in outcomes.items()
+              if not all(o["passed"] for o in outs)}
+    assert failed == {}
+    assert any(o["hidden"] for outs in outcomes.values() for o in outs)  # hidden checks ran too
+    assert db_scores(root, assignment)[student] == 30.0
+
+
+@grouped
+@pytest.mark.parametrize("student", ["post_norm_hot_after_softmax", "unrescaled_uncropped"])
+def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mistakes_named(
+        graded_07_08, student):
+    root, _ = graded_07_08
+    assignment, _, points, named = SUBMISSIONS[student]
+    assert _points(root, student, assignment) == points
+    assert db_scores(root, assignment)[student] == sum(points.values())
+    outcomes = _outcomes(root, student, assignment)
+    for cell, key in named.items():
+        failed = next(o for o in outcomes[cell] if not o["passed"])
+        assert failed["mistake"] == key, failed
+        assert failed["mistake_name"] and f"Likely mistake: {failed['mistake_name']}" in failed["message"]
