@@ -1,0 +1,28 @@
+"""What an instructor reads when nbgrader could not grade a submission."""
+from grader.grading.submission import _explain
+
+NBGRADER_LOG = """[INFO] Autograding submitted/ada/05/05.ipynb
+[ERROR] There was an error processing assignment: submitted/ada/05
+[ERROR] Traceback (most recent call last):
+      File "nbgrader/converters/base.py", line 400, in _convert_notebook
+        self.convert_single_notebook(notebook_filename)
+      File "zmq/backend/cython/_zmq.py", line 190, in zmq.backend.cython._zmq._check_rc
+    zmq.error.ZMQError: File name too long (addr='ipc:///deep/folder/ipc/kernel-4')
+[ERROR] There was an error processing assignment '05' for student 'ada'
+[ERROR] Please see the the above traceback for details on the specific errors on the above failures.
+Traceback (most recent call last):
+  File "nbgrader/converters/base.py", line 468, in convert_notebooks
+    raise NbGraderException(msg)
+nbgrader.converters.base.NbGraderException: Please see the the above traceback for details on the specific errors on the above failures.
+"""
+
+
+def test_the_reason_names_the_exception_not_nbgraders_summary():
+    reason = _explain(NBGRADER_LOG)
+    assert reason.startswith("autograde failed: zmq.error.ZMQError: File name too long"), reason
+
+
+def test_known_causes_are_said_in_words():
+    assert "kernel died" in _explain("...\nDeadKernelError: Kernel died\n")
+    assert _explain("") == "autograde failed: no log"
+    assert _explain("something odd happened") == "autograde failed: something odd happened"
