@@ -30,7 +30,8 @@ FORCE ?=
 CONFIRM ?=
 
 .PHONY: install lab test references execute release lab-command clean collect autograde \
-        feedback export bench notebook-times release-exchange roster release-feedback clean-grades
+        feedback export bench notebook-times release-exchange roster release-feedback clean-grades \
+        student-bundle
 
 install: $(STAMP)
 
@@ -99,6 +100,10 @@ export: $(STAMP)
 ## Dask cluster with 1 and 2 workers, and an external scheduler with 2 workers (BENCH_ARGS="--students 3").
 bench: $(STAMP)
 	$(PY) scripts/bench_autograde.py $(BENCH_ARGS)
+
+## What students get, without answers, in dist/self-attention-student (`make lab` there opens it).
+student-bundle: $(STAMP)
+	$(PY) -m grader.bundle
 
 ## CPU and wall time of each notebook, kernel start excluded.
 notebook-times: $(STAMP)
