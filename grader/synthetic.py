@@ -386,7 +386,7 @@ HONEST_VARIANTS = {
         "    return q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5\n\n"
         + _SDPA + "    wei = scaled_scores(q, k)\n    if mask is not None:\n"
         "        wei = wei.masked_fill(mask, float('-inf'))\n    return torch.softmax(wei, dim=-1) @ v\n"),
-    "notebook_variable": _solution("print('head_size above was', head_size)\n" + _SDPA + _BODY),
+    "notebook_variable": _solution("print('the head sizes above were', sizes)\n" + _SDPA + _BODY),
     "parameter_returned": _solution(
         _SDPA + _BODY.replace("    return torch.softmax(wei, dim=-1) @ v\n",
                               "    return torch.nn.Parameter(torch.softmax(wei, dim=-1) @ v, requires_grad=False)\n")),

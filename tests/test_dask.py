@@ -4,7 +4,7 @@ the middle of a task, a submission that takes its workers' memory, the scheduler
 and the same scores as the embedded default.
 
 These grade real notebooks (5 to 30 s each on a loaded machine), so the classes are
-tiny and the tests run on one xdist worker beside nothing else heavy.
+tiny and the tests share one xdist worker.
 """
 import shutil
 import subprocess
@@ -21,7 +21,7 @@ from grader.grading import layout
 from grader.grading.processes import ProcessCluster
 from grader.grading.status import Status
 
-pytestmark = pytest.mark.xdist_group("graded_class")
+pytestmark = pytest.mark.xdist_group("dask")  # its own worker: real clusters beside the graded class
 
 CLASS = {"ada": "correct", "bo": "softmax_wrong_dim", "cy": "missing_scale", "di": "stub"}
 SCORES = {"correct": 10.0, "softmax_wrong_dim": 2.0, "missing_scale": 2.0, "stub": 0.0}
