@@ -44,6 +44,23 @@ class Shortcuts(Configurable):
 _LOADED = None
 
 
+def _may_set_shortcuts(path):
+    """Whether the config file could change Shortcuts: its code (comments aside) names
+    Shortcuts or loads another config. Running the course's config imports nbgrader (about
+    2 s of CPU), which a notebook's first check need not pay when the defaults hold."""
+    import tokenize
+
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            words = [tok.string for tok in tokenize.tokenize(f.readline)
+                     if tok.type in (tokenize.NAME, tokenize.STRING)]
+    except (OSError, SyntaxError, tokenize.TokenError, UnicodeDecodeError):
+        return True  # let the config loader report (or survive) what is wrong
+    return any("Shortcuts" in w or "subconfig" in w for w in words)
+
+
 def forbidden(config=None):
     """The lists in force: from config when given, else from the course's nbgrader_config.py."""
     global _LOADED
@@ -57,7 +74,7 @@ def forbidden(config=None):
             from traitlets.config.loader import PyFileConfigLoader
 
             root = Path(__file__).resolve().parent.parent
-            if (root / "nbgrader_config.py").is_file():
+            if _may_set_shortcuts(root / "nbgrader_config.py"):
                 loaded = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
                 _LOADED = dict(Shortcuts(config=loaded).forbidden)
         except Exception:  # an unreadable config keeps the defaults
