@@ -26,3 +26,19 @@ def test_known_causes_are_said_in_words():
     assert "kernel died" in _explain("...\nDeadKernelError: Kernel died\n")
     assert _explain("") == "autograde failed: no log"
     assert _explain("something odd happened") == "autograde failed: something odd happened"
+
+
+def test_a_kernel_that_fails_to_start_once_does_not_make_the_worker_unfit(monkeypatch):
+    from grader.grading import autograde
+
+    outcomes = iter(["SandboxError: the program stopped before it was ready", None])
+    monkeypatch.setattr(autograde, "_kernel_problem", lambda name: next(outcomes))
+    monkeypatch.setattr(autograde, "KERNEL_RETRY_WAIT", 0)
+    autograde.worker_problem.cache_clear()
+    assert autograde.worker_problem(autograde.environment(), None) is None
+
+    monkeypatch.setattr(autograde, "_kernel_problem", lambda name: "SandboxError: no")
+    autograde.worker_problem.cache_clear()
+    problem = autograde.worker_problem(autograde.environment(), None)
+    assert "cannot start the python3 kernel (3 tries): SandboxError: no" in problem
+    autograde.worker_problem.cache_clear()

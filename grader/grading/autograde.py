@@ -50,6 +50,8 @@ ALLOWED_FAILURES = 2  # workers a submission may kill before it needs attention
 IN_FLIGHT_PER_THREAD = 2  # tasks handed to the scheduler per worker thread; the rest wait here
 # Packages whose version decides how a notebook is graded: every worker must have the
 # client's (with the course's grader code and reference data, see environment()).
+KERNEL_START_TRIES = 3
+KERNEL_RETRY_WAIT = 5  # seconds, growing with each try
 GRADING_PACKAGES = ("torch", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client",
                     "nbformat", "dask", "distributed")
 
@@ -105,8 +107,15 @@ def worker_problem(expected_environment, kernel_name):
             available, reason = isolation_available()
             if not available:
                 return f"{where} cannot build the grading sandbox: {reason}"
-    problem = _kernel_problem(kernel_name or "python3")
-    return f"{where} cannot start the {kernel_name or 'python3'} kernel: {problem}" if problem else None
+    # A kernel can fail to start for a moment on a loaded machine (many kernels starting at
+    # once): only one that fails again and again makes the worker unfit.
+    for attempt in range(KERNEL_START_TRIES):
+        problem = _kernel_problem(kernel_name or "python3")
+        if not problem:
+            return None
+        time.sleep(KERNEL_RETRY_WAIT * (attempt + 1))
+    return (f"{where} cannot start the {kernel_name or 'python3'} kernel "
+            f"({KERNEL_START_TRIES} tries): {problem}")
 
 
 def _kernel_problem(kernel_name, timeout=120):
