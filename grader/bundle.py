@@ -239,6 +239,19 @@ def _requirements():
     return "\n".join(keep) + "\n"
 
 
+def _torch_spec():
+    """The course Makefile's TORCH_SPEC lines (their comment and the setting), so the
+    bundle installs torch exactly as the course does."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith("TORCH_SPEC ?=")), None)
+    if at is None:
+        raise BundleError("the course Makefile has no TORCH_SPEC setting")
+    start = at
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    return "\n".join(lines[start:at + 1])
+
+
 MAKEFILE = """\
 # `make lab` installs everything into .venv (once) and opens the course in JupyterLab.
 SHELL := /bin/bash
@@ -246,8 +259,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# The CPU build of torch where there is no NVIDIA driver (no CUDA packages to download).
-TORCH_SPEC ?= $(if $(shell command -v nvidia-smi 2>/dev/null),torch==2.13.0,torch==2.13.0+cpu)
+{torch_spec}
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab install
@@ -327,7 +339,7 @@ def build(dest=DEST):
     (pkg / "mistakes.py").write_text(mistakes_source())
     (pkg / "diagnosis.py").write_text(diagnosis_source())
     (tmp / "requirements.txt").write_text(_requirements())
-    (tmp / "Makefile").write_text(MAKEFILE)
+    (tmp / "Makefile").write_text(MAKEFILE.replace("{torch_spec}", _torch_spec()))
     (tmp / "pyproject.toml").write_text(PYPROJECT)
     (tmp / "README.md").write_text(README)
     (tmp / ".gitignore").write_text(".venv/\n__pycache__/\n.ipynb_checkpoints/\n")

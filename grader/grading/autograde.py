@@ -113,7 +113,8 @@ def worker_problem(expected_environment, kernel_name):
         problem = _kernel_problem(kernel_name or "python3")
         if not problem:
             return None
-        time.sleep(KERNEL_RETRY_WAIT * (attempt + 1))
+        if attempt + 1 < KERNEL_START_TRIES:
+            time.sleep(KERNEL_RETRY_WAIT * (attempt + 1))
     return (f"{where} cannot start the {kernel_name or 'python3'} kernel "
             f"({KERNEL_START_TRIES} tries): {problem}")
 
