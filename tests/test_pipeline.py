@@ -109,3 +109,19 @@ def test_deleted_test_cell_is_restored_and_graded(course):
     assert "test_sdpa_output" in ids
 
 
+
+
+def test_cells_after_the_last_graded_cell_are_not_run(course):
+    """Demonstrations after the last solution or test cell cannot change a grade: grading
+    leaves them out (GradingExecute.run_after_last_graded) and says so in their output."""
+    from grader.grading.execute import NOT_RUN_NOTE
+
+    root, _ = course
+    nb = nbformat.read(root / "autograded" / "correct" / A / f"{A}.ipynb", as_version=4)
+    graded = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade")
+              or c.metadata.get("nbgrader", {}).get("solution")]
+    before = [c for c in nb.cells[:graded[-1]] if c.cell_type == "code" and "nbgrader" not in c.metadata]
+    after = [c for c in nb.cells[graded[-1] + 1:] if c.cell_type == "code"]
+    assert after and all(c.execution_count is None and [o.get("text") for o in c.outputs] == [NOT_RUN_NOTE]
+                         for c in after)
+    assert before and all(c.execution_count for c in before)  # the cells before it all ran

@@ -14,7 +14,10 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   checks: fresh sizes and seeds). Each check's outcome becomes the cell's output: one
   tick line per passing check, or the message of the first failing one as an error (so
   nbgrader's SaveAutoGrades scores it 0), and the typed outcomes are written beside the
-  autograded notebook as <notebook>.grading.json.
+  autograded notebook as <notebook>.grading.json;
+- the given code cells after the notebook's last solution or test cell (demonstrations:
+  plots, a model trained to look at) are not run unless `run_after_last_graded` is set:
+  nothing there can change a grade, and in 04–06 they are a third of a notebook's time.
 """
 import base64
 import json
@@ -25,17 +28,23 @@ from pathlib import Path
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Unicode
 
 from nbgrader.preprocessors import Execute
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
+NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"
 
 
 def outcomes_path(autograded_dir, notebook):
     return Path(autograded_dir) / f"{notebook}{OUTCOMES_SUFFIX}"
+
+
+def _graded_or_answer(cell):
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("grade") or meta.get("solution") or meta.get("task"))
 
 
 def error_output(ename, message):
@@ -50,6 +59,9 @@ class GradingExecute(Execute):
         20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
     device = Unicode(
         "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+    run_after_last_graded = Bool(
+        False, help="Also run the given code cells after the last solution or test cell "
+                    "(they cannot change a grade).").tag(config=True)
 
     # --- the notebook ---------------------------------------------------------------
 
@@ -61,6 +73,7 @@ class GradingExecute(Execute):
         if info.get("assignment") and info.get("notebook"):
             self._plans = self._load_plans(info["assignment"], info["notebook"])
         self._folder = str(Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve())
+        self._last_graded = max((i for i, c in enumerate(nb.cells) if _graded_or_answer(c)), default=None)
         nb, resources = super().preprocess(nb, resources, km)
         if self._plans is not None:
             resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \
@@ -98,6 +111,11 @@ class GradingExecute(Execute):
             return cell, resources
         if self._plans is not None and plan.is_test_cell(cell):
             self._grade_test_cell(cell, index)
+            return cell, resources
+        if (cell.cell_type == "code" and not self.run_after_last_graded and self._plans is not None
+                and self._last_graded is not None and index > self._last_graded):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN_NOTE)]
+            cell.execution_count = None
             return cell, resources
         return super().preprocess_cell(cell, resources, index)
 
