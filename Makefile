@@ -53,7 +53,7 @@ lab-command:
 
 ## Run every test: grader, notebooks (nbval, nbgrader validation), release, pipeline.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=10 $(PYTEST_ARGS)
 
 ## Rewrite data/references/ from the float64 reference implementations.
 references: $(STAMP)

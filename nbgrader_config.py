@@ -59,6 +59,9 @@ c.OverwriteCells.add_missing_cells = True
 c.Execute.timeout = 60
 c.GradingExecute.notebook_budget = 180
 c.GradingExecute.call_timeout = 20
+# The given cells after the last solution or test cell (demonstrations) are not run when
+# grading: they cannot change a grade. True runs them as well.
+c.GradingExecute.run_after_last_graded = False
 # Each notebook runs in a kernel with a sandbox of its own (grader/isolation): its own user,
 # mount, pid and network namespaces, read-only course files and Python environment, no
 # grading material, limits on memory, CPU, processes and files. Where the OS has no user

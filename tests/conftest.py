@@ -53,14 +53,23 @@ def graded_class(tmp_path_factory):
     return root, summary
 
 _FIGURES = []
+_BROWSER = {"seconds": 0.0, "tests": 0, "skipped": 0}
 
 
 def pytest_runtest_logreport(report):
     for name, value in getattr(report, "user_properties", []):
         if name == "figure" and report.when == "call":
             _FIGURES.append(value)
+    if "test_browser.py::" in report.nodeid:  # their own time: set-up (lab, Chromium), calls, teardown
+        _BROWSER["seconds"] += report.duration
+        _BROWSER["tests"] += report.when == "call"
+        _BROWSER["skipped"] += bool(report.skipped)
 
 
 def pytest_terminal_summary(terminalreporter):
     for figure in _FIGURES:
         terminalreporter.write_line(f"verification: {figure}")
+    if _BROWSER["tests"] or _BROWSER["skipped"]:
+        terminalreporter.write_line(
+            f"browser tests: {_BROWSER['tests']} run, {_BROWSER['skipped']} skipped, "
+            f"{_BROWSER['seconds']:.0f} s in all (lab server and Chromium included)")

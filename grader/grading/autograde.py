@@ -106,7 +106,7 @@ def worker_problem(expected_environment, kernel_name):
         if kernel_name == KERNEL_NAME:
             available, reason = isolation_available()
             if not available:
-                return f"{where} cannot build the grading sandbox: {reason}"
+                return f"{where}: {reason}"
     # A kernel can fail to start for a moment on a loaded machine (many kernels starting at
     # once): only one that fails again and again makes the worker unfit.
     for attempt in range(KERNEL_START_TRIES):

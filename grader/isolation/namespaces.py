@@ -282,12 +282,21 @@ def read_state(rundir):
 _AVAILABLE = None
 
 
+SANDBOX_TRIES = 3  # a loaded machine can fail one try (a fork refused for a moment)
+
+
 def isolation_available():
-    """(True, "") where a sandbox can be built here, else (False, why). Tried once per
-    process by building a real sandbox that runs `true`."""
+    """(True, "") where a sandbox can be built here, else (False, why). Found out once per
+    process by building real sandboxes that run `true`: up to SANDBOX_TRIES, since one
+    try can fail for a moment on a loaded machine; a machine without namespaces fails
+    them all."""
     global _AVAILABLE
     if _AVAILABLE is None:
-        _AVAILABLE = _try_sandbox()
+        for attempt in range(SANDBOX_TRIES):
+            _AVAILABLE = _try_sandbox()
+            if _AVAILABLE[0]:
+                break
+            time.sleep(0.5 * (attempt + 1))
     return _AVAILABLE
 
 
