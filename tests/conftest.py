@@ -22,6 +22,7 @@ def db_scores(root, assignment=CLASS_ASSIGNMENT):
 
 
 CLASS_CALL_TIMEOUT = 3  # seconds per call of the student's code: short, for the sleeping answers
+CLASS_CELL_TIMEOUT = 25  # seconds per cell (the course's is 60): the given cell that calls a hanging answer
 SECRET_ENV = "COURSE_INSTRUCTOR_SECRET"  # set in the grading process; must never reach a student
 
 
@@ -37,6 +38,8 @@ def graded_class(tmp_path_factory):
     from test_trust import HONEST_MINOR
 
     root = synthetic.make_course(tmp_path_factory.mktemp("class"))
+    with open(root / "nbgrader_config.py", "a") as config:  # the class's three hanging answers
+        config.write(f"\nc.Execute.timeout = {CLASS_CELL_TIMEOUT}\n")  # hang in a given cell too
     for variant in [*EXPECTED, *BROKEN]:
         synthetic.make_submission(root, variant, CLASS_ASSIGNMENT, variant)
     for variant in synthetic.HONEST_VARIANTS:
