@@ -156,6 +156,7 @@ def main(argv=None):
 
     from grader.grading.autograde import WORKER_MEMORY
     from grader.grading.processes import ProcessCluster
+    from grader.grading.status import Status
 
     autograde = [sys.executable, "-m", "grader.grading.autograde", "--force"]
     wall, roots = {}, {}
@@ -190,6 +191,12 @@ def main(argv=None):
         reference = graded["local1"]
         disagree = {run: sorted(k for k in set(g) | set(reference) if g.get(k) != reference.get(k))
                     for run, g in graded.items()}
+        why = {}  # what each way recorded for a submission the ways disagree on (folders go next)
+        for key in sorted({k for keys in disagree.values() for k in keys}):
+            for run in runs:
+                entry = Status(roots[run]).get(*key) or {}
+                why[(run, key)] = (entry.get("status"), round(entry.get("elapsed") or 0, 1),
+                                   (entry.get("reason") or "")[:300])
         merge, merged = merge_cost(roots["local1"], args.estimate_submissions)
 
     floor = kernel_floor(layout.load_config(layout.ROOT).GradingExecute.get("kernel_name")
@@ -213,6 +220,9 @@ def main(argv=None):
     for run, keys in disagree.items():
         if keys:
             print(f"SCORES DIFFER in {run} from local1 for {len(keys)} submission(s): {keys[:5]}")
+    for (run, key), (status, elapsed, reason) in why.items():
+        print(f"  {run:10s} {key[0]} {key[1]}: score {graded[run].get(key)}, {status}, "
+              f"{elapsed} s{', ' + reason if reason else ''}")
     if not any(disagree.values()):
         print(f"scores: every run gave every submission the same score ({len(reference)} submissions)")
 
