@@ -24,7 +24,7 @@ from grader.grading.status import Status
 pytestmark = pytest.mark.xdist_group("dask")  # its own worker: real clusters beside the graded class
 
 CLASS = {"ada": "correct", "bo": "softmax_wrong_dim", "di": "stub"}
-SCORES = {"correct": 10.0, "softmax_wrong_dim": 2.0, "missing_scale": 2.0, "stub": 0.0}
+SCORES = {"correct": 10.0, "softmax_wrong_dim": 2.0, "stub": 0.0}
 RUN_TIMEOUT = 1200  # seconds; a bound, never reached on an idle machine
 
 

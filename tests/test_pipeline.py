@@ -109,8 +109,6 @@ def test_deleted_test_cell_is_restored_and_graded(course):
     assert "test_sdpa_output" in ids
 
 
-
-
 def test_cells_after_the_last_graded_cell_are_not_run(course):
     """Demonstrations after the last solution or test cell cannot change a grade: grading
     leaves them out (GradingExecute.run_after_last_graded) and says so in their output."""

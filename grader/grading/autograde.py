@@ -48,10 +48,10 @@ from grader.grading.submission import Job, Refused, Settings, SubmissionResult, 
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
 ALLOWED_FAILURES = 2  # workers a submission may kill before it needs attention
 IN_FLIGHT_PER_THREAD = 2  # tasks handed to the scheduler per worker thread; the rest wait here
-# Packages whose version decides how a notebook is graded: every worker must have the
-# client's (with the course's grader code and reference data, see environment()).
 KERNEL_START_TRIES = 3
 KERNEL_RETRY_WAIT = 5  # seconds, growing with each try
+# Packages whose version decides how a notebook is graded: every worker must have the
+# client's (with the course's grader code and reference data, see environment()).
 GRADING_PACKAGES = ("torch", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client",
                     "nbformat", "dask", "distributed")
 

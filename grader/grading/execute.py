@@ -30,6 +30,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool, Integer, Unicode
 
+from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
@@ -40,11 +41,6 @@ OUTCOMES_SUFFIX = ".grading.json"
 
 def outcomes_path(autograded_dir, notebook):
     return Path(autograded_dir) / f"{notebook}{OUTCOMES_SUFFIX}"
-
-
-def _graded_or_answer(cell):
-    meta = cell.metadata.get("nbgrader", {})
-    return bool(meta.get("grade") or meta.get("solution") or meta.get("task"))
 
 
 def error_output(ename, message):
@@ -73,7 +69,8 @@ class GradingExecute(Execute):
         if info.get("assignment") and info.get("notebook"):
             self._plans = self._load_plans(info["assignment"], info["notebook"])
         self._folder = str(Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve())
-        self._last_graded = max((i for i, c in enumerate(nb.cells) if _graded_or_answer(c)), default=None)
+        self._last_graded = max((i for i, c in enumerate(nb.cells)
+                                 if utils.is_grade(c) or utils.is_solution(c) or utils.is_task(c)), default=None)
         nb, resources = super().preprocess(nb, resources, km)
         if self._plans is not None:
             resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \

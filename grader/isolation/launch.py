@@ -400,15 +400,8 @@ def unsharer(spec, fds):
     except SetupError as e:
         report(f"error {e}")
         os._exit(1)
-    except Exception as e:  # reported, never a silent exit: the launcher names it
-        report(f"error setting up the namespaces: {type(e).__name__}: {e}")
-        os._exit(1)
-    try:
-        status_r, status_w = os.pipe()
-        pid = os.fork()
-    except OSError as e:  # e.g. EAGAIN: too many processes for a moment
-        report(f"error starting the sandbox's init: {e}")
-        os._exit(1)
+    status_r, status_w = os.pipe()
+    pid = os.fork()
     if pid == 0:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
@@ -512,11 +505,14 @@ def main(spec_path):
     if child == 0:
         for fd in (to_launcher_r, from_launcher_w, output_r, lifeline_w):
             os.close(fd)
+        unsharer_pid = os.getpid()  # init, forked from it, reports through its own pipe
         try:
             unsharer(spec, {"launcher": launcher, "to_launcher": to_launcher_w,
                             "from_launcher": from_launcher_r, "output_w": output_w,
                             "lifeline_r": lifeline_r})
-        except BaseException as e:  # named to the launcher, never a silent exit
+        except BaseException as e:  # named to the launcher, never a silent exit (a refused fork...)
+            if os.getpid() != unsharer_pid:
+                os._exit(1)
             try:
                 os.write(to_launcher_w, f"error the sandbox's set-up failed: {type(e).__name__}: "
                                         f"{' '.join(str(e).split())}\n".encode())

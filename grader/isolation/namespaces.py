@@ -280,8 +280,6 @@ def read_state(rundir):
 
 
 _AVAILABLE = None
-
-
 SANDBOX_TRIES = 3  # a loaded machine can fail one try (a fork refused for a moment)
 
 
