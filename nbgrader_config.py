@@ -69,7 +69,10 @@ c.GradingExecute.run_after_last_graded = False
 # without isolation.
 c.GradingExecute.kernel_name = "attention-grading"
 # A copied solution or test cell is graded once, not a crash (grader/grading/sanitize.py).
+# Tampering is shown, not punished: FlagTampering records which test, locked or graded
+# cells the student changed (grader/grading/tamper.py) before nbgrader restores them.
 c.Autograde.sanitize_preprocessors = [
+    "grader.grading.tamper.FlagTampering",
     "nbgrader.preprocessors.ClearOutput",
     "grader.grading.sanitize.DropDuplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
@@ -78,10 +81,12 @@ c.Autograde.sanitize_preprocessors = [
 ]
 c.Autograde.autograde_preprocessors = [
     "grader.grading.execute.GradingExecute",
+    "grader.grading.sanitize.NoActiveContent",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
+    "grader.grading.flags.SaveFlags",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
@@ -93,8 +98,18 @@ c.GenerateFeedback.preprocessors = [
     "grader.late.LateNotice",
     "grader.nbgrader_plugins.HideHiddenTracebacks",
     "nbgrader.preprocessors.ClearHiddenTests",
+    "grader.grading.sanitize.NoActiveContent",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# Nothing a student hands in runs in a reader's browser (grader/grading/sanitize.py): the
+# autograded notebook is sanitised when it is graded (above), and every page nbgrader renders
+# from a notebook (the formgrader's view of a submission, feedback) goes through nbconvert's
+# HTMLExporter, which sanitises again, with bleach, whatever it is given: scripts, event
+# handlers, `javascript:` links, frames, SVG, JavaScript and widget outputs, images from
+# other sites. Text, PNG/JPEG images and the checks' messages and pictures stay.
+c.HTMLExporter.preprocessors = ["grader.grading.sanitize.NoActiveContent"]
+c.HTMLExporter.sanitize_html = True
 
 # Late work (grader/late.py), applied by `nbgrader autograde`, the formgrader and `make export`:
 # "none" (marked late, no penalty), "zero", or "percent_per_day": percent_per_day % of the

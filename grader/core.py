@@ -503,9 +503,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     notes = ()
     used = diagnosis.shortcut(key, facts(instance=False), shortcuts.forbidden(config))
     if used and graded:
-        raise CheckError(f"{label}\n  uses {used}, which does the whole exercise: a graded run "
-                         "gives this check no points.\n  Write the computation out yourself.",
-                         finding="shortcut")
+        raise CheckError(shortcut_message(label, used), finding="shortcut")
     if used:
         notes = (f"note: {used} does the whole exercise; it passes here, but a graded run gives "
                  "this check no points.",)
@@ -600,9 +598,20 @@ class Outcome:
         return data
 
 
+def shortcut_message(label, used):
+    """What a graded check says when the student's code uses a function that does the whole
+    exercise (found by the in-kernel watch, or in the source by the grading process)."""
+    return (f"{label}\n  uses {used}, which does the whole exercise: a graded run gives this "
+            "check no points.\n  Write the computation out yourself.")
+
+
 def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
-             dtype=torch.float32, fixed=None, graded=False, config=None):
-    """run_check as data: the check's Outcome, never an exception for the student's sake."""
+             dtype=torch.float32, fixed=None, graded=False, config=None, source_uses=None):
+    """run_check as data: the check's Outcome, never an exception for the student's sake.
+
+    source_uses: a forbidden function that the grading process found in the student's
+    source (grader.grading.scan), where the kernel cannot hide it; the graded check then
+    fails as a shortcut without calling the student's code."""
     if hidden and seed is None:
         seed = random.SystemRandom().randrange(2**31)
     spec = exercise.focuses[focus]
@@ -610,6 +619,8 @@ def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, devi
     label = f"{_student_name(student, exercise)}: {spec.description}{where}"
     make = lambda **kw: Outcome(exercise.name, _student_name(student, exercise), focus, hidden,
                                 seed if hidden else None, label=label, **kw)
+    if source_uses and graded:
+        return make(passed=False, message=shortcut_message(label, source_uses), mistake="shortcut")
     try:
         result = run_check(exercise, student, focus, hidden=hidden, seed=seed, device=device,
                            dtype=dtype, fixed=fixed, quiet=True, graded=graded, config=config)

@@ -59,6 +59,7 @@ def read_status(root):
     autograded/.status.json (grader.grading.status.Status): mistakes are the catalogue
     keys the checks named, per notebook/test cell, read from the typed outcomes."""
     from grader.grading.autograde import mistakes
+    from grader.grading.scan import Flag
     from grader.grading.status import Status
 
     out = {}
@@ -68,7 +69,9 @@ def read_status(root):
         out[(student, assignment)] = {
             "status": e.get("status"), "reason": e.get("reason") or "",
             "mistakes": mistakes(e),
-            "flags": [f"{nb}: ran out of its time budget" for nb in exceeded],
+            "flags": [f"{nb}: ran out of its time budget" for nb in exceeded]
+                     + [f"{nb}: {Flag(**f).text()}" for nb, data in notebooks.items()
+                        for f in data.get("flags", [])],
             "budget_exceeded": bool(exceeded),
         }
     return out

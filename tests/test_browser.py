@@ -561,3 +561,123 @@ def test_formgrader_releases_and_the_assignment_list_shows_the_course(ui, lab):
         released.locator("button", has_text="Fetch").click()
         ui.page.locator("#fetched_assignments_list > .list_item", has_text=first).wait_for()
     assert any((lab.course / first).glob("*.ipynb")), "fetching should put the notebook in the student's folder"
+
+
+# --- nothing a student hands in runs in a reader's browser -------------------------------
+
+SAFETY = "05_scaled_attention"
+# Each payload, if it ran, would mark the page (window.__pwned), write into the course through
+# the contents API, start a terminal or a kernel, or send a request off the page.
+_ATTACK_JS = ("window.__pwned=(window.__pwned||[]).concat(['{tag}']);"
+              "fetch('/api/contents/pwned-{tag}.txt',{{method:'PUT',headers:{{'Content-Type':'application/json'}},"
+              "body:JSON.stringify({{type:'file',format:'text',content:'x'}})}});"
+              "fetch('/api/terminals',{{method:'POST'}});fetch('/api/kernels',{{method:'POST'}});"
+              "new Image().src='http://evil.example/{tag}.png';")
+ACTIVE_MARKDOWN = "\n\n".join([
+    "<script>{}</script>".format(_ATTACK_JS.format(tag="md-script")),
+    '<img src="x" onerror="{}">'.format(_ATTACK_JS.format(tag="md-onerror").replace('"', "&quot;")),
+    "[CLICKME markdown link](javascript:window.__pwned=['md-link'])",
+    '<a href="javascript:window.__pwned=[\'md-a\']">CLICKME html link</a>',
+    '<svg onload="window.__pwned=[\'md-svg\']"><circle r="5"/></svg>',
+    '<iframe srcdoc="<script>parent.__pwned=[\'md-iframe\']</script>"></iframe>',
+    "![tracker](http://evil.example/tracker.png)",
+    '<div style="background:url(http://evil.example/bg.png)" onmouseover="window.__pwned=[\'md-hover\']">hover me</div>',
+])
+ACTIVE_OUTPUTS = "\n".join([
+    "from IPython.display import HTML, Javascript, SVG, display",
+    "display(HTML({!r}))".format("<b>bold</b><script>{}</script>".format(_ATTACK_JS.format(tag="out-html"))),
+    "display(Javascript({!r}))".format(_ATTACK_JS.format(tag="out-js")),
+    "display(SVG({!r}))".format('<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=[\'out-svg\']"><circle r="4"/></svg>'),
+    "display({{'application/vnd.jupyter.widget-view+json': {{'model_id': 'deadbeef', 'version_major': 2, "
+    "'version_minor': 0}}, 'text/plain': 'a widget'}}, raw=True)",
+    "display({{'text/markdown': {!r}}}, raw=True)".format("[CLICKME output link](javascript:window.__pwned=['out-md'])"),
+])
+
+
+def _hostile_class(course):
+    """Two students of notebook 05 whose markdown and outputs try to run script, and an
+    honest one; graded and given feedback as `make autograde` and `make feedback` do."""
+    from grader import synthetic
+
+    students = {"scripted_markdown": None, "scripted_outputs": None, "plain_honest": None}
+    for student in students:
+        wrong = student == "scripted_outputs"  # a wrong answer: the checks' message and picture
+        nb = synthetic.answered(course, SAFETY, SAFETY,
+                                edit=(lambda gid, src: src.replace("dim=-1", "dim=-2")) if wrong else None)
+        solution = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+        if student == "scripted_markdown":
+            nb.cells.insert(nb.cells.index(solution), nbformat.v4.new_markdown_cell(ACTIVE_MARKDOWN))
+        if student == "scripted_outputs":
+            nb.cells.insert(nb.cells.index(solution) + 1, nbformat.v4.new_code_cell(ACTIVE_OUTPUTS))
+            nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+                "state": {}, "version_major": 2, "version_minor": 0}}
+        folder = course / "submitted" / student / SAFETY
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{SAFETY}.ipynb")
+    from grader import instructor
+    from grader.grading.autograde import Grading
+
+    summary = Grading(course, jobs=2).run(progress=False)  # what `make autograde` runs
+    assert summary["graded"] == len(students), summary
+    instructor.feedback(course)
+    return list(students)
+
+
+def _watch(page, lab):
+    """Every request the page makes, and a way to tell whether anything ran."""
+    seen = []
+    page.on("request", lambda r: seen.append((r.method, r.url)))
+    return seen
+
+
+def _api(lab, path):
+    return json.loads(urllib.request.urlopen(lab.url(path), timeout=30).read())
+
+
+def test_nothing_a_student_hands_in_runs_in_the_formgrader_or_feedback(ui, lab):
+    from nbgrader.api import Gradebook
+
+    students = _hostile_class(lab.course)
+    files_before = sorted(p.relative_to(lab.course).as_posix() for p in lab.course.rglob("*")
+                          if ".ipynb_checkpoints" not in p.parts)
+    kernels_before = {k["id"] for k in _api(lab, "/api/kernels")}
+    terminals_before = {t["name"] for t in _api(lab, "/api/terminals")}
+    with Gradebook(f"sqlite:///{lab.course / 'gradebook.db'}") as gb:
+        ids = {s: gb.find_submission_notebook(SAFETY, SAFETY, s).id for s in students}
+    origin = lab.base
+    instructor = ui.page.context.new_page()
+    requests = _watch(instructor, lab)
+    try:
+        for student in students:
+            pages = {"formgrader": f"/formgrader/submissions/{ids[student]}/",
+                     "feedback": f"/files/feedback/{student}/{SAFETY}/{SAFETY}.html"}
+            for kind, path in pages.items():
+                with ui.step(f"{kind} of {student}", page=instructor):
+                    instructor.goto(lab.url(path))
+                    instructor.wait_for_load_state("load")
+                    for link in instructor.locator("a", has_text="CLICKME").all():
+                        link.click(no_wait_after=True)
+                    for hover in instructor.locator("text=hover me").all():
+                        hover.hover()
+                    instructor.wait_for_timeout(1500)  # give anything that was scheduled time to run
+                    assert instructor.evaluate("window.__pwned === undefined"), \
+                        instructor.evaluate("window.__pwned")
+                    text = instructor.locator("body").inner_text()
+                    images = instructor.locator("img[src^='data:image/png']").count()
+                    assert images >= 2, f"the course's plots are missing ({images} images)"
+                    if student == "scripted_outputs":  # the checks' message and failure picture
+                        assert "Likely mistake" in text and "softmax over the wrong dimension" in text
+                        assert "[removed: application/javascript output" in text
+                    if student == "scripted_markdown":
+                        assert "<script>" in text  # shown as text, so the reader sees what was tried
+    finally:
+        instructor.close()
+    offsite = [(m, u) for m, u in requests if not u.startswith(origin)
+               and not u.startswith(("data:", "https://cdnjs.cloudflare.com/ajax/libs/"))]
+    writes = [(m, u) for m, u in requests if m != "GET"]
+    assert offsite == [] and writes == [], (offsite, writes)
+    assert {k["id"] for k in _api(lab, "/api/kernels")} <= kernels_before
+    assert {t["name"] for t in _api(lab, "/api/terminals")} == terminals_before
+    files_after = sorted(p.relative_to(lab.course).as_posix() for p in lab.course.rglob("*")
+                         if ".ipynb_checkpoints" not in p.parts)
+    assert [f for f in files_after if "pwned" in f] == [] and files_after == files_before

@@ -433,7 +433,8 @@ class Grading:
                 gb.db.commit()
                 late.apply(gb, self.config, assignment, student)  # the course's late policy
                 entry["notebooks"] = {name: {"outcomes": nb["outcomes"],
-                                             "budget_exceeded": nb["budget_exceeded"]}
+                                             "budget_exceeded": nb["budget_exceeded"],
+                                             "flags": nb.get("flags", [])}
                                       for name, nb in result.notebooks.items()}
             else:
                 try:

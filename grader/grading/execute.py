@@ -33,10 +33,14 @@ from traitlets import Bool, Integer, Unicode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
+from grader import shortcuts
+from grader.grading import plan, scan, tamper
+
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"
+FLAGS_KEY = "grading_flags"  # resources: [Flag as dict] for grader.grading.flags.SaveFlags
 
 
 def outcomes_path(autograded_dir, notebook):
@@ -66,25 +70,32 @@ class GradingExecute(Execute):
         self._calling = False
         self._plans, self._outcomes = None, {}
         info = (resources or {}).get("nbgrader", {})
+        course = None
         if info.get("assignment") and info.get("notebook"):
-            self._plans = self._load_plans(info["assignment"], info["notebook"])
+            course = self._load_source(info["assignment"], info["notebook"])
+            self._plans = plan.read(course)
+        # what the kernel cannot hide: tampering found before the cells were restored, and
+        # the student's source read here (grader.grading.tamper, grader.grading.scan)
+        self._source = scan.scan(nb, course)
+        self._flags = tamper.taken(nb) + self._source.flags
         self._folder = str(Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve())
         self._last_graded = max((i for i, c in enumerate(nb.cells)
                                  if utils.is_grade(c) or utils.is_solution(c) or utils.is_task(c)), default=None)
         nb, resources = super().preprocess(nb, resources, km)
+        flags = [vars(f) for f in self._flags]
+        resources[FLAGS_KEY] = flags
         if self._plans is not None:
             resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \
-                json.dumps({"cells": self._outcomes}, indent=1).encode()
+                json.dumps({"cells": self._outcomes, "flags": flags}, indent=1).encode()
         return nb, resources
 
-    def _load_plans(self, assignment, notebook):
+    def _load_source(self, assignment, notebook):
+        """The assignment's source notebook (solutions/), where the plans and points live."""
         from nbgrader.coursedir import CourseDirectory
-
-        from grader.grading import plan
 
         coursedir = CourseDirectory(config=self.config)
         path = Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
-        return plan.read(nbformat.read(path, as_version=4))
+        return nbformat.read(path, as_version=4)
 
     def _remaining(self):
         return getattr(self, "_deadline", float("inf")) - time.monotonic()
@@ -99,8 +110,6 @@ class GradingExecute(Execute):
         return max(1, min(timeout or remaining, int(remaining) + 1))
 
     def preprocess_cell(self, cell, resources, index):
-        from grader.grading import plan
-
         if cell.cell_type == "code" and self._remaining() <= 0:
             message = (f"the notebook used up its time budget of {self.notebook_budget} s; "
                        "this cell was not run")
@@ -155,12 +164,14 @@ class GradingExecute(Execute):
         channel = KernelChannel(lambda code: self._run_code(code, index), self._folder, device,
                                 host_root=f"/proc/{pid}/root" if pid else "")
         rng = random.SystemRandom()
+        forbidden = shortcuts.forbidden(self.config)
         outputs, outcomes = [], []
         for check in checks:
             seed = check.seed if check.seed is not None else rng.randrange(2**31)
+            used = self._source.uses(forbidden.get(check.exercise, ()), check.student)
             outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student), check.focus,
                                hidden=check.hidden, seed=seed if check.hidden else None,
-                               device=device, graded=True, config=self.config)
+                               device=device, graded=True, config=self.config, source_uses=used)
             outcomes.append(outcome.to_json())
             if outcome.passed:
                 outputs.append(nbformat.v4.new_output("stream", name="stdout", text=outcome.line() + "\n"))

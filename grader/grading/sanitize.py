@@ -1,4 +1,7 @@
-"""A sanitizing preprocessor for autograde, configured in nbgrader_config.py.
+"""Sanitizing preprocessors, configured in nbgrader_config.py.
+
+NoActiveContent: nothing a student hands in runs in the browser of whoever reads it
+(autograde, feedback and the formgrader's exporter all run it; see its docstring).
 
 DropDuplicateIds: a student who copies a solution or test cell hands in two cells with
 one grade_id. nbgrader's DeduplicateIds keeps the last and empties the other's nbgrader
@@ -7,6 +10,8 @@ notebook. Here the copy loses its nbgrader metadata entirely: it becomes an ordi
 cell of the student's, run like any other, and the first cell with that grade_id is the
 one graded.
 """
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+from traitlets import Any, Bool, List, Set, Unicode
 from nbgrader.preprocessors import DeduplicateIds
 
 
@@ -29,3 +34,119 @@ class DropDuplicateIds(DeduplicateIds):
         else:
             self.grade_ids.add(grade_id)
         return cell, resources
+
+
+# --- no active content from a submission reaches a browser ------------------------------
+
+# What a notebook may show once sanitised: the tags Markdown renders to (and the course's
+# <details> answers), never a script, a frame, a form, an embed, a style or an event handler.
+SAFE_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt",
+    "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre",
+    "s", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr",
+    "ul",
+})
+_IMAGE_DATA = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,")
+
+
+def _allowed_attribute(tag, name, value):
+    """bleach's attribute filter: links may point anywhere safe (bleach checks the protocol);
+    images may only be inline data or the cell's attachments, so showing a submission
+    never sends a request off the page."""
+    if name in ("class", "title"):
+        return True
+    if tag == "a":
+        return name == "href"
+    if tag == "img":
+        if name == "alt":
+            return True
+        if name == "src":
+            src = value.strip().lower()
+            return src.startswith(_IMAGE_DATA) or src.startswith("attachment:")
+        return False
+    if tag in ("td", "th"):
+        return name in ("align", "colspan", "rowspan")
+    if tag == "details":
+        return name == "open"
+    return False
+
+
+class NoActiveContent(SanitizeHTML):
+    """nbconvert's SanitizeHTML (bleach), set up so that nothing in a notebook can run in the
+    browser of whoever reads it: the autograded notebook, the feedback page and the
+    formgrader's view of a submission.
+
+    - Markdown and raw cells are rendered to HTML with nbconvert's own Markdown filter and
+      then cleaned, so Markdown's own links and images (`javascript:` links, images from
+      other sites) are judged like raw HTML.
+    - Outputs keep text, LaTeX, JSON and PNG/JPEG images as they are; HTML and Markdown
+      outputs are cleaned; every other type (JavaScript, SVG, widget views, any other
+      renderer's data) is removed, and the output's plain-text form (if any) is kept with a
+      note of what was removed.
+    - The notebook's widget state (which makes a page load the widget manager's code) and
+      cell attachments other than PNG/JPEG images are removed.
+    """
+
+    enabled = Bool(True, help="on wherever it is listed (nbgrader registers preprocessors "
+                              "without enabling nbconvert's)").tag(config=True)
+    tags = List(Unicode(), default_value=sorted(SAFE_TAGS),
+                help="HTML tags a sanitised notebook may keep").tag(config=True)
+    attributes = Any(default_value=_allowed_attribute,
+                     help="bleach's attribute filter (see _allowed_attribute)").tag(config=True)
+    strip = Bool(False, help="False: a removed tag shows as text, so the reader sees what was "
+                             "tried").tag(config=True)
+    safe_output_keys = Set(default_value={"metadata", "text/plain", "text/latex", "application/json",
+                                          "image/png", "image/jpeg"}).tag(config=True)
+    sanitized_output_types = Set(default_value={"text/html"}).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type in ("markdown", "raw"):
+            cell.source = self._markdown(cell.source) if cell.cell_type == "markdown" \
+                else self.sanitize_html_tags(cell.source)
+            attachments = cell.get("attachments") or {}
+            for name in list(attachments):
+                kept = {k: v for k, v in attachments[name].items() if k in ("image/png", "image/jpeg")}
+                if kept:
+                    attachments[name] = kept
+                else:
+                    del attachments[name]
+            return cell, resources
+        if cell.cell_type == "code":
+            cell.outputs = self.sanitize_code_outputs(cell.get("outputs", []))
+        return cell, resources
+
+    def _markdown(self, text):
+        if not text.strip():
+            return text
+        return self.sanitize_html_tags(markdown2html_text(text))
+
+    def sanitize_code_outputs(self, outputs):
+        for output in outputs:
+            data = output.get("data")
+            if output.get("output_type") not in ("display_data", "execute_result") or not data:
+                continue
+            if "text/markdown" in data:
+                markdown = data.pop("text/markdown")
+                data.setdefault("text/html", markdown2html_text(markdown))
+            removed = sorted(k for k in data
+                             if k not in self.safe_output_keys and k not in self.sanitized_output_types)
+            super().sanitize_code_outputs([output])
+            if removed:  # the plain-text form stays, with a note of what was removed
+                note = f"[removed: {', '.join(removed)} output, which could run code in the reader's browser]"
+                plain = data.get("text/plain", "")
+                plain = plain if isinstance(plain, str) else "".join(plain)
+                data["text/plain"] = f"{plain}\n{note}" if plain else note
+        return outputs
+
+
+def markdown2html_text(text):
+    """nbconvert's Markdown to HTML (math kept for MathJax), without heading anchors: the
+    result is shown again as a Markdown cell, where an anchor's mark would be visible."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+
+    text = text if isinstance(text, str) else "".join(text)
+    return MarkdownWithMath(renderer=IPythonRenderer(escape=False, exclude_anchor_links=True)).render(text)

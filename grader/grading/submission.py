@@ -56,7 +56,8 @@ class SubmissionResult:
     timestamp: Optional[str] = None
     # notebook -> {"grades": {grade_id: [auto_score, max_score, needs_manual_grade]},
     #              "comments": {name: text}, "late_penalty": float,
-    #              "outcomes": {grade_id: [Outcome as dict, ...]}, "budget_exceeded": bool}
+    #              "outcomes": {grade_id: [Outcome as dict, ...]}, "budget_exceeded": bool,
+    #              "flags": [Flag as dict, ...]}
     notebooks: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)  # relative path -> bytes: the autograded folder
 
@@ -188,7 +189,8 @@ def _results(course, job):
         timestamp = sub.timestamp.isoformat() if sub.timestamp else None
         for nb in sub.notebooks:
             path = outcomes_path(out, nb.name)
-            outcomes = json.loads(path.read_text())["cells"] if path.exists() else {}
+            recorded = json.loads(path.read_text()) if path.exists() else {}
+            outcomes = recorded.get("cells", {})
             graded = nbformat.read(out / f"{nb.name}.ipynb", as_version=4)
             exceeded = any(o.get("ename") == BUDGET_ERROR for c in graded.cells
                            for o in c.get("outputs", []) if o.get("output_type") == "error")
@@ -198,6 +200,7 @@ def _results(course, job):
                 "late_penalty": nb.late_submission_penalty,
                 "outcomes": outcomes,
                 "budget_exceeded": exceeded,
+                "flags": recorded.get("flags", []),  # grader.grading.scan.Flag as dicts
             }
     return timestamp, notebooks
 

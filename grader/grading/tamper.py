@@ -1,0 +1,150 @@
+"""Tampering, shown and not punished: which graded or locked cells a submission changed.
+
+nbgrader already restores edited test cells and locked cells from the source (and, with
+``OverwriteCells.add_missing_cells``, deleted ones), so a changed test cell is graded as
+the course wrote it. What it does not do is tell the instructor, and its own "checksum has
+changed" warning fires on honest submissions whenever a test cell has hidden tests, so it
+cannot tell the two apart.
+
+FlagTampering runs first among autograde's sanitizing preprocessors, on the notebook as
+the student handed it in, and compares each cell that carries nbgrader metadata with the
+source as the student received it (the release: hidden tests removed, solutions not
+compared): test cells and locked cells edited, deleted or duplicated, nbgrader metadata
+changed (a test cell's points, a locked cell made a solution, ...; put back from the
+source, so the cell is graded as the course wrote it), graded cells the source does not
+have. What it finds is kept in the notebook's metadata under
+``grading.tampering`` for grader.grading.execute, which reports it with the grade.
+"""
+import re
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from grader.grading.scan import Flag
+
+METADATA_KEY = "grading"
+COMPARED = ("grade", "solution", "locked", "task", "points")
+_HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
+
+
+def released_source(cell):
+    """The cell's source as the student received it: hidden tests removed."""
+    return _HIDDEN.sub("", _text(cell.source))
+
+
+def _text(source):
+    return source if isinstance(source, str) else "".join(source)
+
+
+def _normal(text):
+    return "\n".join(line.rstrip() for line in _text(text).strip().splitlines())
+
+
+def _kind(meta):
+    if meta.get("grade") and not meta.get("solution"):
+        return "test cell"
+    if meta.get("solution"):
+        return "solution cell"
+    if meta.get("task"):
+        return "task cell"
+    return "locked cell"
+
+
+def _graded(cell):
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade_id")) and any(meta.get(k) for k in ("grade", "solution", "locked", "task"))
+
+
+def changes(submitted, source, restore=False):
+    """Flags for every graded or locked cell of the source that the submission changed.
+    restore: also put back the source's nbgrader metadata and cell type where they were
+    changed, so that nbgrader grades the cell as the course wrote it (nbgrader itself
+    refuses the whole notebook over "inconsistent checksums" otherwise)."""
+    flags = []
+    by_id = {}
+    for index, cell in enumerate(submitted.cells):
+        if _graded(cell):
+            by_id.setdefault(cell.metadata["nbgrader"]["grade_id"], []).append((index, cell))
+    known = set()
+    for cell in source.cells:
+        if not _graded(cell):
+            continue
+        meta = cell.metadata["nbgrader"]
+        grade_id, kind = meta["grade_id"], _kind(meta)
+        known.add(grade_id)
+        found = by_id.get(grade_id, [])
+        if not found:
+            flags.append(Flag("deleted", -1, 0, f"{kind} {grade_id} was deleted (graded from the source)"))
+            continue
+        if len(found) > 1 and not meta.get("solution"):  # a copied answer cell is the student's own
+            cells = ", ".join(str(i + 1) for i, _ in found)
+            flags.append(Flag("duplicated", found[1][0], 0,
+                              f"{kind} {grade_id} appears {len(found)} times (cells {cells}); the first is graded"))
+        index, mine = found[0]
+        theirs = mine.metadata["nbgrader"]
+        changed = [f"{k}: {meta.get(k)!r} -> {theirs.get(k)!r}" for k in COMPARED
+                   if (meta.get(k) or None) != (theirs.get(k) or None)
+                   and not (k == "points" and not meta.get("grade"))]
+        if mine.cell_type != cell.cell_type and not meta.get("solution"):  # (an answer typed as
+            # Markdown by accident is graded as nbgrader grades it, unflagged)
+            changed.insert(0, f"cell type: {cell.cell_type} -> {mine.cell_type}")
+        if changed:
+            flags.append(Flag("metadata", index, 0,
+                              f"{kind} {grade_id}: nbgrader metadata changed ({'; '.join(changed)}); "
+                              "graded from the source"))
+            if restore:
+                _restore(submitted, index, cell)
+        if (meta.get("locked") or kind == "test cell") and not meta.get("solution") and \
+                _normal(released_source(cell)) != _normal(mine.source):
+            flags.append(Flag("edited", index, 0, f"{kind} {grade_id} was edited (graded from the source)"))
+    for grade_id, found in by_id.items():
+        if grade_id not in known:
+            index, _ = found[0]
+            flags.append(Flag("unknown", index, 0,
+                              f"cell {grade_id} claims to be graded but is not in the assignment; "
+                              "run as an ordinary cell"))
+    return flags
+
+
+def _restore(submitted, index, source_cell):
+    mine = submitted.cells[index]
+    meta = mine.metadata["nbgrader"]
+    for key in COMPARED:
+        if key in source_cell.metadata["nbgrader"]:
+            meta[key] = source_cell.metadata["nbgrader"][key]
+        else:
+            meta.pop(key, None)
+    if mine.cell_type != source_cell.cell_type and not source_cell.metadata["nbgrader"].get("solution"):
+        make = nbformat.v4.new_code_cell if source_cell.cell_type == "code" else nbformat.v4.new_markdown_cell
+        submitted.cells[index] = make(mine.source, metadata=mine.metadata)
+
+
+class FlagTampering(NbGraderPreprocessor):
+    """Record (never undo or punish) what a submission changed in graded and locked cells."""
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        source = self._source(info.get("assignment"), info.get("notebook"))
+        found = changes(nb, source, restore=True) if source is not None else []
+        nb.metadata.setdefault(METADATA_KEY, {})["tampering"] = [vars(f) for f in found]
+        return nb, resources
+
+    def _source(self, assignment, notebook):
+        if not assignment or not notebook:
+            return None
+        from nbgrader.coursedir import CourseDirectory
+
+        coursedir = CourseDirectory(config=self.config)
+        path = Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
+        return nbformat.read(path, as_version=4) if path.is_file() else None
+
+
+def taken(nb):
+    """The tampering flags FlagTampering left in the notebook, removed from it."""
+    meta = nb.metadata.get(METADATA_KEY, {})
+    found = [Flag(**f) for f in meta.pop("tampering", [])]
+    if not meta:
+        nb.metadata.pop(METADATA_KEY, None)
+    return found
+

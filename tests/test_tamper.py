@@ -1,0 +1,76 @@
+"""Tampering is shown, not punished: which graded and locked cells a submission changed."""
+import copy
+
+import nbformat
+import pytest
+
+from grader import synthetic
+from grader.grading import layout
+from grader.grading.tamper import changes
+
+A = "05_scaled_attention"
+ROOT = layout.ROOT
+
+
+def source():
+    return nbformat.read(ROOT / "solutions" / A / f"{A}.ipynb", as_version=4)
+
+
+def graded_cells(nb):
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+            and not c.metadata["nbgrader"].get("solution")]
+
+
+@pytest.mark.parametrize("variant", sorted(set(synthetic.HONEST_VARIANTS) - {"duplicated_test_cell"}))
+def test_honest_submissions_are_not_flagged(variant):
+    nb = synthetic.HONEST_VARIANTS[variant](ROOT, A, A)
+    assert changes(nb, source()) == []
+
+
+@pytest.mark.parametrize("variant", ["correct", "stub", "softmax_wrong_dim"])
+def test_released_and_answered_notebooks_are_not_flagged(variant):
+    assert changes(synthetic.VARIANTS[variant](ROOT, A, A), source()) == []
+
+
+def _ids(flags):
+    return sorted((f.kind, f.detail.split()[2] if f.kind != "unknown" else f.detail.split()[1]) for f in flags)
+
+
+def test_edited_deleted_duplicated_test_cells_are_named():
+    nb = synthetic.answered(ROOT, A, A)
+    tests = graded_cells(nb)
+    tests[0].source += "\nprint('all good')"
+    nb.cells.remove(tests[1])
+    nb.cells.insert(nb.cells.index(tests[2]) + 1, copy.deepcopy(tests[2]))
+    flags = changes(nb, source())
+    gid = lambda c: c.metadata["nbgrader"]["grade_id"]
+    assert _ids(flags) == sorted([("edited", gid(tests[0])), ("deleted", gid(tests[1])),
+                                  ("duplicated", gid(tests[2]))])
+    assert all("graded from the source" in f.detail or "first is graded" in f.detail for f in flags)
+
+
+def test_changed_metadata_is_named_and_put_back():
+    nb = synthetic.answered(ROOT, A, A)
+    test = graded_cells(nb)[0]
+    test.metadata["nbgrader"].update(locked=False, solution=True, grade=False)
+    graded_cells(nb)[-1].metadata["nbgrader"]["points"] = 100
+    flags = changes(nb, source(), restore=True)
+    assert [f.kind for f in flags] == ["metadata", "metadata"]
+    assert "solution: False -> True" in flags[0].detail and "points: 2 -> 100" in flags[1].detail
+    assert changes(nb, source()) == []  # restored: nothing left to flag
+
+
+def test_a_cell_claiming_a_grade_id_the_source_lacks_is_named():
+    nb = synthetic.answered(ROOT, A, A)
+    extra = nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {
+        "grade": True, "grade_id": "my_bonus", "locked": True, "points": 50, "solution": False}})
+    nb.cells.append(extra)
+    flags = changes(nb, source())
+    assert [(f.kind, "my_bonus" in f.detail) for f in flags] == [("unknown", True)]
+
+
+def test_every_notebook_answered_is_unflagged():
+    for src in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        a = src.parent.name
+        nb = synthetic.answered(ROOT, a, src.stem)
+        assert changes(nb, nbformat.read(src, as_version=4)) == [], a
