@@ -282,6 +282,12 @@ ATTACKS = {
     "nested_reply": _SIG + "    return torch.nested.nested_tensor([v[0], v[1]])",
     "quantized_reply": _SIG + "    return torch.quantize_per_tensor(v.float(), 0.1, 0, torch.qint8)",
     "sleeps": _SIG + "    import time\n    time.sleep(3600)",
+    # the fused function, out of sight of the in-kernel watch: grader.grading.scan reads it
+    "hidden_shortcut": (
+        "import importlib\n" + _SIG +
+        "    functional = importlib.import_module('torch.nn.' + 'functional')\n"
+        "    fused = getattr(functional, 'scaled_dot_product' + '_attention')\n"
+        "    return fused(q, k, v, attn_mask=None if mask is None else ~mask)"),
 }
 
 

@@ -15,9 +15,14 @@ EXPECTED = {  # variant -> exact score
     "correct": 10, "softmax_wrong_dim": 2, "missing_scale": 2, "exception": 0,
     "infinite_loop": 0, "stub": 0, "deleted_test_cell": 10, "edited_test_cell": 10,
     "stderr_warning": 10, "forged_plan": 2,  # its test cells' metadata claims to check shapes only
+    "tampered_metadata": 10,  # put back from the source, graded, and flagged
+}
+TAMPERED = {  # variant -> what the flag names (graded as usual, flagged for the instructor)
+    "deleted_test_cell": "test_sdpa_output was deleted", "edited_test_cell": "was edited",
+    "tampered_metadata": "nbgrader metadata changed (grade: True -> False; solution: False -> True",
 }
 BROKEN = {  # variant -> words the reason must contain
-    "kernel_death": "kernel died", "tampered_metadata": "tampered", "invalid_json": "not a readable notebook",
+    "kernel_death": "kernel died", "invalid_json": "not a readable notebook",
     "empty_notebook": "empty", "missing_notebook": "missing", "renamed_notebook": "renamed",
 }
 
@@ -123,3 +128,40 @@ def test_cells_after_the_last_graded_cell_are_not_run(course):
     assert after and all(c.execution_count is None and [o.get("text") for o in c.outputs] == [NOT_RUN_NOTE]
                          for c in after)
     assert before and all(c.execution_count for c in before)  # the cells before it all ran
+
+
+def test_tampering_is_flagged_where_the_instructor_looks_and_honest_work_is_not(course):
+    """grades.csv, the report and the formgrader's comment name the changed cells; the
+    score is the one the course's own cells give."""
+    from nbgrader.api import Gradebook
+
+    from grader import synthetic
+    from grader.grading import layout
+    from grader.grading.flags import HEADING
+
+    root, _ = course
+    with open(root / "grades.csv", newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f) if r["assignment"] == A}
+    report = (root / "reports" / "grade_report.md").read_text()
+    config = layout.load_config(root)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+        comments = {s: " ".join(c.auto_comment or "" for c in gb.find_submission_notebook(A, A, s).comments)
+                    for s in rows if rows[s]["status"] == "graded"}
+    for student, words in TAMPERED.items():
+        assert words in rows[student]["flags"], rows[student]["flags"]
+        assert HEADING in comments[student] and words in comments[student]
+        assert f"| {student} | {A} |" in report
+    assert "appears 2 times" in rows["honest_duplicated_test_cell"]["flags"]  # flagged, full marks
+    honest = [f"honest_{v}" for v in synthetic.HONEST_VARIANTS if v != "duplicated_test_cell"]
+    for student in honest + ["correct", "softmax_wrong_dim", "stub"]:
+        assert rows[student]["flags"] == "" and HEADING not in comments[student], student
+
+
+def test_a_shortcut_hidden_from_the_kernel_fails_and_is_flagged(course):
+    root, _ = course
+    entry = Status(root).get("attack_hidden_shortcut", A)
+    outcomes = [o for outs in entry["notebooks"][A]["outcomes"].values() for o in outs]
+    assert outcomes and all(o["mistake"] == "shortcut" for o in outcomes if not o["passed"])
+    assert "uses F.scaled_dot_product_attention" in " ".join(o["message"] for o in outcomes)
+    kinds = {f["kind"] for f in entry["notebooks"][A]["flags"]}
+    assert {"import_machinery", "dynamic_access"} <= kinds

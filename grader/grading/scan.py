@@ -77,14 +77,18 @@ class Scan:
     def uses(self, forbidden_names, student_name):
         """The first forbidden function (as listed) that student_name's code, or anything
         it reaches through the student's top-level names, uses; or None."""
-        wanted = {full.split(".")[-1]: full for full in forbidden_names}
+        wanted = {}
+        for full in forbidden_names:  # torch.softmax and F.softmax: the first listed names it
+            wanted.setdefault(full.split(".")[-1], full)
         if not wanted:
             return None
+        fallback = None
         for node in self._reach(student_name):
             for name in _names_used(node, self.own):
-                if name in wanted:
-                    return wanted[name]
-        return None
+                if name in forbidden_names:  # as written: F.softmax
+                    return name
+                fallback = fallback or wanted.get(name)
+        return fallback
 
     def _reach(self, start):
         todo, seen, nodes = [start], set(), []
@@ -129,6 +133,44 @@ def python_source(source):
     return TransformerManager().transform_cell(source)
 
 
+# Magics whose text is Python that runs in the kernel (the rest of a timing line, a cell's
+# body); and magics that run or write code kept elsewhere.
+RUNS_PYTHON = {"time", "timeit", "capture", "prun", "debug", "python", "python3"}
+RUNS_HIDDEN = {"run", "load", "writefile", "script", "bash", "sh", "system", "sx", "file"}
+
+
+def parse_cell(source, depth=0):
+    """The cell as a Python module, with the Python inside code-running magics (``%%time``,
+    ``%timeit ...``) parsed in place of the magic's call; raises SyntaxError."""
+    tree = ast.parse(python_source(source))
+    if depth > 4:
+        return tree
+    body = []
+    for node in tree.body:
+        body.append(node)
+        magic = _magic(node)
+        if magic and magic[0] in RUNS_PYTHON:
+            for text in magic[1:]:
+                try:
+                    body.extend(parse_cell(text, depth + 1).body)
+                except (SyntaxError, ValueError):
+                    pass  # a magic's own options (`-n 10`): not Python
+    tree.body = body
+    return tree
+
+
+def _magic(node):
+    """(name, text...) of a statement ``get_ipython().run_line_magic(...)`` or
+    ``run_cell_magic(...)`` with literal arguments, else None."""
+    call = node.value if isinstance(node, ast.Expr) else node.value if isinstance(node, ast.Assign) else None
+    if not isinstance(call, ast.Call) or _callee(call) not in ("run_line_magic", "run_cell_magic"):
+        return None
+    texts = [constant_text(a) for a in call.args]
+    if not texts or None in texts:
+        return None
+    return tuple(texts)
+
+
 def scan(nb, course=None):
     """Read the student's cells of a notebook (nbformat NotebookNode); course: the
     assignment's source notebook, whose given cells are not the student's."""
@@ -136,7 +178,7 @@ def scan(nb, course=None):
     modules = imported_names(nb)
     for index, source in student_cells(nb, course):
         try:
-            tree = ast.parse(python_source(source))
+            tree = parse_cell(source)
         except (SyntaxError, ValueError):
             result.unreadable.append(index)
             continue
@@ -150,13 +192,14 @@ def scan(nb, course=None):
 
 
 def imported_names(nb):
-    """Names bound to modules by an import anywhere in the notebook (``torch``, ``F``, ...)."""
+    """Names bound to modules anywhere in the notebook: by an import (``torch``, ``F``, ...)
+    or by import machinery (``m = importlib.import_module(...)``)."""
     names = {"torch", "F", "nn", "np", "math", "builtins", "sys", "os", "operator"}
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         try:
-            tree = ast.parse(python_source(cell.source if isinstance(cell.source, str) else "".join(cell.source)))
+            tree = parse_cell(cell.source if isinstance(cell.source, str) else "".join(cell.source))
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
@@ -164,6 +207,9 @@ def imported_names(nb):
                 names.update((a.asname or a.name).split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 names.update(a.asname or a.name for a in node.names if a.name[:1].islower())
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    _callee(node.value) in ("import_module", "__import__"):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return names
 
 
@@ -197,6 +243,8 @@ def _names_used(node, own=()):
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute):
             yield sub.attr
+            if isinstance(sub.value, ast.Name):
+                yield f"{sub.value.id}.{sub.attr}"
         elif isinstance(sub, ast.Name) and sub.id not in own:
             yield sub.id
         elif isinstance(sub, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and \
@@ -205,6 +253,9 @@ def _names_used(node, own=()):
             if text and len(text) < 200:
                 yield text
                 yield text.split(".")[-1]
+        if isinstance(sub, ast.Call) and _callee(sub) == "getattr" and len(sub.args) > 1 \
+                and isinstance(sub.args[0], ast.Name) and constant_text(sub.args[1]):
+            yield f"{sub.args[0].id}.{constant_text(sub.args[1])}"
         if isinstance(sub, ast.alias):
             yield sub.name.split(".")[-1]
             if sub.asname:
@@ -302,6 +353,13 @@ def _hiding(tree, cell, modules=()):
                 flag("code_from_text", node, f"{callee}(): code built from text")
             elif callee == "import_module":
                 flag("import_machinery", node, "importlib.import_module")
+            elif callee in ("system", "getoutput") and isinstance(node.func, ast.Attribute) and \
+                    isinstance(node.func.value, ast.Call) and _callee(node.func.value) == "get_ipython":
+                flag("code_from_text", node, "a shell command (!...): code the grader cannot read")
+            elif callee in ("run_line_magic", "run_cell_magic") and node.args and \
+                    constant_text(node.args[0]) in RUNS_HIDDEN:
+                flag("code_from_text", node, f"the %{constant_text(node.args[0])} magic runs or writes "
+                                             "code the grader cannot read")
         elif isinstance(node, ast.Attribute) and node.attr == "__dict__" and on_module(node.value):
             flag("dynamic_access", node, "a module's __dict__ read")
         elif isinstance(node, ast.Attribute) and node.attr == "modules" and \
