@@ -205,6 +205,9 @@ def test_the_report_shows_the_same_late_penalties_extension_and_unknown_lateness
     root, *_ = term
     text = (root / "reports" / "grade_report.md").read_text()
     students = text.split("## Students")[1].split("\n## ")[0]
+    for student, (raw, penalty, _) in _gradebook_numbers(root).items():  # each total is the gradebook's
+        assert re.search(rf"^\| {student} \| [^|]* \| {report.score_text(raw - penalty)} / 10( \(late\))? \|",
+                         students, re.M), student
     assert "| grace | Grace Hopper | 7 / 10 (late) |" in students
     assert "| zoe | Zoë Ångström | 10 / 10 |" in students
     late_part = text.split("## Late\n")[1].split("\n## ")[0]
