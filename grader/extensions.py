@@ -90,7 +90,7 @@ def load(root):
     if not path.exists():
         return {}
     out = {}
-    for item in json.loads(path.read_text()).get("extensions", []):
+    for item in json.loads(path.read_text(encoding="utf-8")).get("extensions", []):
         due = datetime.datetime.fromisoformat(item["due"]) if item.get("due") else None
         ext = Extension(item["student"], item["assignment"], due, item.get("extra_seconds"))
         out[(ext.student, ext.assignment)] = ext
@@ -103,7 +103,8 @@ def save(root, extensions):
         item = asdict(ext)
         item["due"] = ext.due.isoformat() if ext.due else None
         items.append(item)
-    (Path(root) / STORE).write_text(json.dumps({"extensions": items}, indent=1, ensure_ascii=False))
+    (Path(root) / STORE).write_text(json.dumps({"extensions": items}, indent=1, ensure_ascii=False),
+                                   encoding="utf-8")
 
 
 def find(root, student, assignment):

@@ -262,8 +262,7 @@ def gather(root, config=None, now=None):
 
 def _students(root, gb, status):
     """Every student in the gradebook or the status file, with the roster's Canvas fields."""
-    store = roster.load_store(root)
-    listed = (store or {}).get("students", {})
+    listed = (roster.load_store(root) or {}).get("students", {})
     students = [{"id": s.id, "first_name": s.first_name or "", "last_name": s.last_name or "",
                  "email": s.email or "", "lms_user_id": s.lms_user_id or ""} for s in gb.students]
     known = {s["id"] for s in students}
@@ -272,7 +271,7 @@ def _students(root, gb, status):
     for s in students:
         s.update({k: listed.get(s["id"], {}).get(k, "") for k in roster.LMS_COLUMNS})
         s["canvas_id"] = s["lms_user_id"]
-        s["on_roster"] = s["id"] in listed if store is not None else bool(s["lms_user_id"])
+        s["on_roster"] = s["id"] in listed
     return sorted(students, key=lambda s: s["id"])
 
 
@@ -337,7 +336,7 @@ def _iso(dt):
 
 def write_grades_csv(table, path):
     """One row per student and assignment that counts; nbgrader's export columns first."""
-    with open(path, "w", newline="") as f:
+    with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(NBGRADER_COLUMNS + EXTRA_COLUMNS)
         for r in sorted(table.rows, key=lambda r: (r.assignment, r.student)):
@@ -374,7 +373,7 @@ def canvas_rows(table):
 
 def write_canvas_csv(table, path):
     rows = canvas_rows(table)
-    with open(path, "w", newline="") as f:
+    with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, quoting=csv.QUOTE_ALL)
         writer.writerow(rows[0])
         writer.writerow(rows[1])  # "    Points Possible" must keep its leading spaces
@@ -597,7 +596,7 @@ def write_markdown(secs, path):
             lines.append("|" + "---|" * len(header))
             lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in rows]
             lines.append("")
-    Path(path).write_text("\n".join(lines))
+    Path(path).write_text("\n".join(lines), encoding="utf-8")
 
 
 def write_html(secs, path):
@@ -615,7 +614,7 @@ def write_html(secs, path):
             parts += ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in rows]
             parts.append("</table>")
     parts.append("</body></html>")
-    Path(path).write_text("\n".join(parts))
+    Path(path).write_text("\n".join(parts), encoding="utf-8")
 
 
 def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):

@@ -103,7 +103,7 @@ def load_store(root):
     """roster.json: {"students": {id: {sis_user_id, sis_login_id, section}}, "canvas_columns":
     [...]}; None when no roster was imported since the file exists."""
     path = Path(root) / STORE
-    return json.loads(path.read_text()) if path.exists() else None
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def _save_store(root, rows, csv_path):
@@ -113,7 +113,7 @@ def _save_store(root, rows, csv_path):
     columns = canvas_assignment_columns(csv_path)
     if columns:
         store["canvas_columns"] = columns
-    (Path(root) / STORE).write_text(json.dumps(store, indent=1, sort_keys=True, ensure_ascii=False))
+    (Path(root) / STORE).write_text(json.dumps(store, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")
 
 
 def import_roster(root, csv_path):
