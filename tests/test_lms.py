@@ -314,3 +314,39 @@ def test_a_times_file_that_cannot_be_used_is_refused_before_anything_is_collecte
     with pytest.raises(SystemExit, match=words):
         lms.collect(course, archive, A, times_path=times)
     assert not (course / "submitted" / "nobody").exists()
+
+
+def test_the_info_zip_unicode_path_field_names_an_entry_written_in_a_legacy_code_page(tmp_path):
+    import struct
+    import zlib
+
+    raw = f"zoë_{NB}".encode("cp1252")  # neither UTF-8 nor meant as cp437
+    info = _RawName(raw)
+    info.extra = struct.pack("<HHB", lms.UNICODE_PATH_FIELD, 5 + len(f"zoë_{NB}".encode()), 1) + \
+        struct.pack("<L", zlib.crc32(raw)) + f"zoë_{NB}".encode()
+    with zipfile.ZipFile(tmp_path / "d.zip", "w") as z:
+        z.writestr(info, "a")
+    with zipfile.ZipFile(tmp_path / "d.zip") as z:
+        assert list(lms.members(z)[0]) == [f"zoë_{NB}"]
+
+
+def test_two_entries_that_decode_to_one_name_are_both_accounted_for(course, tmp_path):
+    archive = tmp_path / "twice.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(f"zoë_{NB}", "{}")                          # flagged UTF-8
+        z.writestr(_RawName(f"zoë_{NB}".encode()), "{}")       # the same name, unflagged
+    result = lms.collect(course, archive, A)
+    assert list(result.collected) == ["zoë"]
+    assert result.skipped == [(f"zoë_{NB}", "a second entry with the same name in the zip (the first was used)")]
+
+
+def test_make_collect_passes_the_times_file(course, tmp_path, capsys):
+    from grader import instructor
+
+    archive = _zip(tmp_path / "d.zip", {f"ada_{NB}": "{}"}, "flagged")
+    times = tmp_path / "times.csv"
+    times.write_text("student,submitted_at\nada,2025-10-01T12:00:00Z\n")
+    instructor.main(["collect", "--zip", str(archive), "--times", str(times), "--root", str(course)])
+    out = capsys.readouterr().out
+    assert "collected ada / 05_scaled_attention.ipynb, submitted 2025-10-01 12:00 UTC (times.csv, row 2)" in out
+    assert (course / "downloaded" / A / "archive" / "times.csv").exists()  # kept beside the zip
