@@ -216,7 +216,8 @@ def _zip(path, files, how):
 
 @pytest.mark.parametrize("how", ["flagged", "unflagged", "zip", "cp437"])
 def test_entry_names_are_read_as_written_whether_or_not_the_zip_flags_utf8(tmp_path, how):
-    files = {f"{ZOE}_4242_assignsubmission_file/{NB}": "a", f"zoë_{NB}": "b", f"Älva_{NB}": "c"}
+    files = {f"{ZOE}_4242_assignsubmission_file/{NB}": "a", f"zoë_{NB}": "b", f"Älva_{NB}": "c",
+             f"Übung 5_müller_attempt_2025-10-03-17-45-12_{NB}": "d"}
     archive = _zip(tmp_path / "download.zip", files, how)
     with zipfile.ZipFile(archive) as z:
         entries, clashes = lms.members(z)
@@ -233,10 +234,11 @@ def test_decomposed_names_from_a_mac_are_composed():
 
 
 def test_non_ascii_names_are_students_not_unknown_files():
-    names = [f"{ZOE}_4242_assignsubmission_file/{NB}", f"zoë_{NB}", f"Älva_{NB}"]
+    names = [f"{ZOE}_4242_assignsubmission_file/{NB}", f"zoë_{NB}", f"Älva_{NB}",
+             f"Übung 5_müller_attempt_2025-10-03-17-45-12_{NB}"]
     result = lms.plan(names, [NB], lms.Roster([]), _settings(), due=DUE)
     assert not result.skipped
-    assert set(result.collected) == {"zoe_angstrom", "zoë", "Älva"}
+    assert set(result.collected) == {"zoe_angstrom", "zoë", "Älva", "müller"}
     roster = lms.Roster([{"id": "zoe", "first_name": "Zoe", "last_name": "Angstrom", "lms_user_id": ""}])
     matched = lms.plan(names[:1], [NB], roster, _settings(), due=DUE)
     assert list(matched.collected) == ["zoe"]  # the roster spells the name without accents
