@@ -1,6 +1,6 @@
 """Collect an LMS download (a zip of notebooks) into submitted/<student>/<assignment>/.
 
-    python -m grader.instructor collect --zip submissions.zip --assignment 05_scaled_attention
+    python -m grader.instructor collect --zip submissions.zip --assignment 05_scaled_attention [--times times.csv]
 
 File names it understands (the part after the prefix is the student's own file name):
 
@@ -30,7 +30,8 @@ default). Without a time, lateness is unknown: the submission is dated at the du
 in ``timestamp.txt`` (nbgrader then judges it on time; its formgrader and release_feedback
 need a time), ``collected.json``, the exports and the report say "lateness unknown", and
 the summary tells the instructor how to give the times (``c.LmsCollect.unknown_time =
-"on_time"`` counts such work as on time instead, without the notice). Each submission folder gets nbgrader's ``timestamp.txt`` and
+"on_time"`` counts such work as on time instead, without the notice). Each submission
+folder gets nbgrader's ``timestamp.txt`` and
 ``submission_secret.txt``, so autograde, generate_feedback and release_feedback treat it
 like a submission from the exchange.
 """
@@ -43,6 +44,7 @@ import shutil
 import struct
 import unicodedata
 import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -389,8 +391,6 @@ def _utf8(raw):
 
 def _unicode_path_field(info, raw):
     """The UTF-8 name in the 0x7075 extra field, when it belongs to this raw name."""
-    import zlib
-
     extra = info.extra
     while len(extra) >= 4:
         kind, size = struct.unpack("<HH", extra[:4])
