@@ -24,6 +24,7 @@ SCHEDULER ?=
 MEMORY ?=
 FORCE ?=
 ZIP ?=
+TIMES ?=
 ASSIGNMENT ?=
 CSV ?=
 FORCE ?=
@@ -31,7 +32,7 @@ CONFIRM ?=
 
 .PHONY: install lab test references execute release lab-command clean collect autograde \
         feedback export bench notebook-times release-exchange roster release-feedback clean-grades \
-        student-bundle
+        student-bundle extensions
 
 install: $(STAMP)
 
@@ -76,9 +77,13 @@ release-exchange: $(STAMP)
 roster: $(STAMP)
 	$(PY) -m grader.instructor roster "$(CSV)"
 
-## Instructors: collect from the local exchange, or `make collect ZIP=x.zip ASSIGNMENT=05_...`
+## Instructors: collect from the local exchange, or `make collect ZIP=x.zip [ASSIGNMENT=05_...] [TIMES=times.csv]`
 collect: $(STAMP)
-	$(PY) -m grader.instructor collect $(if $(ZIP),--zip "$(ZIP)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)")
+	$(PY) -m grader.instructor collect $(if $(ZIP),--zip "$(ZIP)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(TIMES),--times "$(TIMES)")
+
+## Per-student extensions (student, assignment, due or extra): make extensions CSV=extensions.csv
+extensions: $(STAMP)
+	$(PY) -m grader.instructor extensions "$(CSV)"
 
 ## Grade every submission under submitted/ (JOBS=N at once; DEVICE=cuda for the GPU).
 autograde: $(STAMP)
@@ -116,7 +121,8 @@ clean:
 
 ## Delete the course's state (gradebook, submissions, feedback, exchange, reports) after asking;
 ## CONFIRM=yes deletes without the question.
-COURSE_STATE := gradebook.db submitted autograded feedback downloaded exchange reports grades.csv grades_canvas.csv
+COURSE_STATE := gradebook.db submitted autograded feedback downloaded exchange reports grades.csv grades_canvas.csv \
+                roster.json extensions.json
 clean-grades:
 	@present="$(wildcard $(COURSE_STATE))"; \
 	if [ -z "$$present" ]; then echo "no course state to delete"; exit 0; fi; \

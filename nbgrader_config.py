@@ -122,11 +122,15 @@ c.LatePolicy.percent_per_day = 10
 c.LatePolicy.max_percent = 50
 c.LatePolicy.grace_minutes = 0
 
-# LMS downloads (`make collect ZIP=... ASSIGNMENT=...`, grader/lms.py): Canvas, Moodle and
-# Blackboard file names, or <student_id>_<notebook>.ipynb. Times in Blackboard's file names
-# (and zip entry times, when zip_times is True) are read in this time zone.
+# LMS downloads (`make collect ZIP=... ASSIGNMENT=... TIMES=...`, grader/lms.py): Canvas, Moodle
+# and Blackboard file names, or <student_id>_<notebook>.ipynb. Times in Blackboard's file names,
+# in a times file without an offset (Moodle's grading worksheet) and zip entry times (when
+# zip_times is True) are read in this time zone.
 c.LmsCollect.timezone = "UTC"
 c.LmsCollect.zip_times = False
+# A submission whose time nothing gives: "unknown" (no penalty, listed as lateness unknown)
+# or "on_time" (counted as on time, no notice).
+c.LmsCollect.unknown_time = "unknown"
 
 # The grade report (`make export`, grader/report.py): who is listed as struggling, and the
 # Canvas gradebook column of each assignment in grades_canvas.csv (default: its name).

@@ -3,13 +3,15 @@
     python -m grader.instructor release-exchange [--assignment A] [--force]   # make release-exchange
     python -m grader.instructor roster students.csv                           # make roster CSV=...
     python -m grader.instructor collect [--assignment A]                      # make collect
-    python -m grader.instructor collect --zip lms.zip [--assignment A]        # make collect ZIP=... [ASSIGNMENT=...]
+    python -m grader.instructor collect --zip lms.zip [--assignment A] [--times times.csv]
+                                                    # make collect ZIP=... [ASSIGNMENT=...] [TIMES=...]
+    python -m grader.instructor extensions extensions.csv                     # make extensions CSV=...
     python -m grader.instructor feedback                                      # make feedback
     python -m grader.instructor release-feedback [--assignment A]             # make release-feedback
     python -m grader.instructor export                                        # make export
 
-The work is done in grader.lms (LMS downloads), grader.roster, grader.late (late policy)
-and grader.report (grades.csv, grades_canvas.csv, the grade report).
+The work is done in grader.lms (LMS downloads), grader.submission_times, grader.roster,
+grader.extensions, grader.late (late policy) and grader.report (grades.csv, grades_canvas.csv, the grade report).
 """
 import argparse
 import os
@@ -65,15 +67,18 @@ def release_exchange(root, assignment=None, force=False):
                              else f"FAILED: {(result.get('error') or result.get('log') or '')[-500:]}"))
 
 
-def collect(root, zip_path=None, assignment=None):
-    """From the local exchange (nbgrader collect), or from an LMS download (grader.lms)."""
+def collect(root, zip_path=None, assignment=None, times_path=None):
+    """From the local exchange (nbgrader collect), or from an LMS download (grader.lms),
+    dated from the LMS's times file when given."""
     root = Path(root)
+    if times_path and not zip_path:
+        raise SystemExit("TIMES=... dates the files of an LMS download: give the zip too (make collect ZIP=... TIMES=...)")
     if zip_path:
         from grader import lms
         if not assignment:
             assignment = lms.guess_assignment(root, zip_path)
             print(f"{zip_path} holds {assignment}")
-        return lms.collect(root, zip_path, assignment)
+        return lms.collect(root, zip_path, assignment, times_path=times_path)
     ensure_exchange(root)
     api = _api(root)
     released = api.get_released_assignments()
@@ -137,9 +142,10 @@ def export(root, csv_path=None, report_dir=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["release-exchange", "roster", "collect", "feedback",
-                                            "release-feedback", "export"])
-    parser.add_argument("csv", nargs="?", help="roster: the CSV file")
+                                            "release-feedback", "export", "extensions"])
+    parser.add_argument("csv", nargs="?", help="roster, extensions: the CSV file")
     parser.add_argument("--zip", default=None)
+    parser.add_argument("--times", default=None, help="collect --zip: the LMS's submission times (CSV)")
     parser.add_argument("--assignment", default=None)
     parser.add_argument("--force", action="store_true", help="release-exchange: replace a released assignment")
     parser.add_argument("--root", default=str(pipeline.ROOT))
@@ -152,8 +158,13 @@ def main(argv=None):
             raise SystemExit("roster needs a CSV file: make roster CSV=students.csv")
         from grader import roster
         roster.import_roster(args.root, args.csv)
+    elif args.command == "extensions":
+        if not args.csv:
+            raise SystemExit("extensions needs a CSV file: make extensions CSV=extensions.csv")
+        from grader import extensions
+        extensions.import_csv(args.root, args.csv)
     elif args.command == "collect":
-        collect(args.root, args.zip or None, assignment)
+        collect(args.root, args.zip or None, assignment, args.times or None)
     elif args.command == "feedback":
         feedback(args.root)
     elif args.command == "release-feedback":

@@ -13,6 +13,11 @@ formgrader's Autograde button use it. The arithmetic lives in ``late_penalty``, 
 function, so the grading merge and the export can apply it to a score that changed after
 nbgrader's run (the verified score, a manual grade, extra credit): ``apply`` writes the
 penalty that the policy gives for each notebook's current score into the gradebook.
+
+Per-student extensions (grader.extensions, ``make extensions CSV=...``) move a student's due
+date: every lateness here (the penalty, ``apply``, the feedback's notice) is measured from
+the extended due date. nbgrader's own ``total_seconds_late`` stays measured from the
+assignment's due date, as nbgrader computes it.
 """
 import math
 
@@ -21,6 +26,8 @@ from traitlets import Enum, Float, TraitError, validate
 
 from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
+
+from grader import extensions
 
 DAY = 86400.0
 METHODS = ("none", "zero", "percent_per_day")
@@ -47,6 +54,21 @@ def late_penalty(score, seconds_late, method="none", percent_per_day=10.0, max_p
     days = math.ceil(seconds_late / DAY)
     percent = min(max(0.0, max_percent), max(0.0, percent_per_day) * days, 100.0)
     return float(score) * percent / 100.0
+
+
+def course_root(config):
+    """The course folder of an nbgrader config (where extensions.json is)."""
+    from nbgrader.coursedir import CourseDirectory
+
+    return CourseDirectory(config=config).root
+
+
+def seconds_late(student, assignment, total_seconds_late, duedate, granted):
+    """Seconds late from the student's due date: nbgrader's seconds late (from the
+    assignment's due date), less the extension in ``granted`` ({(student, assignment):
+    Extension}) if there is one."""
+    ext = granted.get((student, assignment))
+    return ext.seconds_late(total_seconds_late, duedate) if ext else total_seconds_late
 
 
 def days_late(seconds_late):
@@ -86,7 +108,13 @@ class LatePolicy(LateSubmissionPlugin):
         return late_penalty(score, seconds_late, **self.settings())
 
     def late_submission_penalty(self, student_id, score, total_seconds_late):
-        """nbgrader's hook (AssignLatePenalties): None means no penalty."""
+        """nbgrader's hook (AssignLatePenalties, this plugin's parent, names the assignment
+        and the gradebook): None means no penalty."""
+        assignment = getattr(self.parent, "assignment_id", None)
+        granted = extensions.load(course_root(self.config))
+        if assignment and (student_id, assignment) in granted:
+            duedate = self.parent.gradebook.find_assignment(assignment).duedate  # the parent's open gradebook
+            total_seconds_late = seconds_late(student_id, assignment, total_seconds_late, duedate, granted)
         penalty = self.penalty(score, total_seconds_late)
         return penalty or None
 
@@ -115,6 +143,7 @@ def apply(gradebook, config, assignment=None, student=None):
 
     Returns the (student, assignment, notebook, old, new) that changed."""
     rule = policy(config)
+    granted = extensions.load(course_root(config))
     changed = []
     for a in gradebook.assignments:
         if assignment and a.name != assignment:
@@ -122,7 +151,7 @@ def apply(gradebook, config, assignment=None, student=None):
         for sub in gradebook.assignment_submissions(a.name):
             if student and sub.student.id != student:
                 continue
-            seconds = sub.total_seconds_late
+            seconds = seconds_late(sub.student.id, a.name, sub.total_seconds_late, sub.duedate, granted)
             for nb in sub.notebooks:
                 new = min(rule.penalty(nb.score, seconds), nb.score or 0.0) or None
                 old = nb.late_submission_penalty
@@ -161,17 +190,18 @@ class LateNotice(NbGraderPreprocessor):
                 penalty, score = notebook.late_submission_penalty or 0.0, notebook.score
         except MissingEntry:
             return nb, resources
+        ext = extensions.find(course_root(self.config), info["student"], info["assignment"])
+        if ext is not None:
+            seconds = ext.seconds_late(seconds, due)
+            due = ext.new_due(due)
         if seconds <= 0:
             return nb, resources
         rule = LatePolicy(parent=self)
         cost = (f"It cost {penalty:g} of the {score:g} points earned in this notebook." if penalty
                 else "It cost no points.")
-        if seconds == 1.0:  # grader.lms dates work the LMS marks late, without a time, 1 s after the due date
-            when = (f"The course's LMS marked it late without giving its time, so it counts as handed in "
-                    f"1 second after the due date ({due:%Y-%m-%d %H:%M} UTC).")
-        else:
-            when = (f"Submitted {stamp:%Y-%m-%d %H:%M} UTC, {lateness(seconds)} after the due date "
-                    f"({due:%Y-%m-%d %H:%M} UTC).")
+        extended = "your extended due date" if ext is not None else "the due date"
+        when = (f"Submitted {stamp:%Y-%m-%d %H:%M} UTC, {lateness(seconds)} after {extended} "
+                f"({due:%Y-%m-%d %H:%M} UTC).")
         text = f"**Handed in late.** {when} {rule.describe()} {cost}"
         nb.cells.insert(0, new_markdown_cell(text, metadata={"late_notice": True}))
         return nb, resources

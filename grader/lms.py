@@ -1,6 +1,6 @@
 """Collect an LMS download (a zip of notebooks) into submitted/<student>/<assignment>/.
 
-    python -m grader.instructor collect --zip submissions.zip --assignment 05_scaled_attention
+    python -m grader.instructor collect --zip submissions.zip --assignment 05_scaled_attention [--times times.csv]
 
 File names it understands (the part after the prefix is the student's own file name):
 
@@ -18,12 +18,20 @@ the LMS's own id is used (Canvas user id, Blackboard username, the plain prefix,
 name). Resubmissions: the highest ``-N`` suffix, then the latest time, then the latest
 Canvas file id wins. Every file that is not collected is listed with its reason.
 
-Submission times (for late penalties) come from the file name (Blackboard), or from the zip
-entry times when ``c.LmsCollect.zip_times = True`` (Canvas and Moodle stamp every entry
-with the time of the download, so it is off by default). Otherwise the LMS only says
-whether a file was late (Canvas ``LATE``): the submission is then dated at the due date
-(on time) or one second after it (late), and ``collected.json`` records that the time is
-a bound, not the real one. Each submission folder gets nbgrader's ``timestamp.txt`` and
+Entry names are decoded as UTF-8 when the zip flags them so, and also when it does not but
+they are valid UTF-8 (Linux ``zip`` writes them that way; Python's zipfile would read them as
+cp437), or from the Info-ZIP Unicode path field; then put in Unicode's composed form.
+
+Submission times (for late penalties) come from the file name (Blackboard), from a times
+file the LMS exports beside the zip (grader.submission_times: Moodle's grading worksheet, a
+CSV of student and time), or from the zip entry times when ``c.LmsCollect.zip_times = True``
+(Canvas and Moodle stamp every entry with the time of the download, so it is off by
+default). Without a time, lateness is unknown: the submission is dated at the due date
+in ``timestamp.txt`` (nbgrader then judges it on time; its formgrader and release_feedback
+need a time), ``collected.json``, the exports and the report say "lateness unknown", and
+the summary tells the instructor how to give the times (``c.LmsCollect.unknown_time =
+"on_time"`` counts such work as on time instead, without the notice). Each submission
+folder gets nbgrader's ``timestamp.txt`` and
 ``submission_secret.txt``, so autograde, generate_feedback and release_feedback treat it
 like a submission from the exchange.
 """
@@ -33,14 +41,19 @@ import os
 import re
 import secrets
 import shutil
+import struct
+import unicodedata
 import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
-from traitlets import Bool, Unicode
+from traitlets import Bool, Enum, Unicode
 from traitlets.config import Configurable
 
+from grader import submission_times
 from grader.grading import layout as pipeline
+from grader.submission_times import name_key
 
 NOTEBOOK = ".ipynb"
 MAX_BYTES = 100 * 2**20  # a notebook with plots is a few MiB; anything this large is not a submission
@@ -58,6 +71,9 @@ BLACKBOARD = re.compile(r"^(?P<assignment>.*)_(?P<uid>[^_/]+)_attempt_"
                         r"(?P<time>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)(?:_(?P<file>.+)|\.txt)$")
 # What LMSs and browsers append to a file handed in again: "-1", " (1)".
 RESUBMITTED = re.compile(r"^(?P<stem>.*?)(?:-(?P<n>\d+)| \((?P<p>\d+)\))$")
+UTF8_FLAG = 0x800           # general purpose bit 11: the name is UTF-8
+UNICODE_PATH_FIELD = 0x7075  # Info-ZIP's extra field with the UTF-8 name
+UNKNOWN = "lateness unknown"
 SYSTEM = re.compile(r"(^|/)(__MACOSX/|\.DS_Store$|Thumbs\.db$|desktop\.ini$|\._)")
 
 
@@ -70,6 +86,11 @@ class LmsCollect(Configurable):
     zip_times = Bool(
         False, help="Date each file by its zip entry time. Canvas and Moodle stamp entries with "
                     "the time of the download, so leave this off for their zips.").tag(config=True)
+    unknown_time = Enum(
+        ("unknown", "on_time"), default_value="unknown",
+        help="A submission whose time neither the file name nor a times file (TIMES=...) gives: "
+             "'unknown' (no penalty; the summary, the exports and the report list it as lateness "
+             "unknown), or 'on_time' (dated at the due date, no notice).").tag(config=True)
 
 
 @dataclass
@@ -85,6 +106,7 @@ class Found:
     late: bool = None
     time: datetime.datetime = None
     time_source: str = ""
+    time_status: str = "known"   # or a stand-in's reason: "unknown", "on_time", "no_due_date" (_without_time)
     student: str = ""
     matched_by: str = ""
 
@@ -97,6 +119,11 @@ class Result:
     warnings: list = field(default_factory=list)
 
     @property
+    def unknown(self):
+        """Collected files whose submission time nothing gave."""
+        return [f for fs in self.collected.values() for f in fs if f.time_status == "unknown"]
+
+    @property
     def n_collected(self):
         return sum(len(v) for v in self.collected.values())
 
@@ -105,7 +132,7 @@ class Result:
                  f"{len(self.collected)} student(s), skipped {len(self.skipped)} file(s)"]
         for student, found in sorted(self.collected.items()):
             for f in found:
-                when = (f"submitted {f.time:%Y-%m-%d %H:%M} UTC ({f.time_source})" if f.time
+                when = (f"submitted {f.time:%Y-%m-%d %H:%M} UTC ({f.time_source})" if f.time_status == "known"
                         else f"time unknown ({f.time_source})")
                 late = " LATE" if f.late else ""
                 lines.append(f"  collected {student} / {f.notebook}{late}, {when}  <- {f.path}"
@@ -164,7 +191,7 @@ def parse(path, notebooks, tz="UTC"):
         return _canvas(path, canvas, notebooks)
     for nb in sorted(notebooks, key=len, reverse=True):
         stem = nb[: -len(NOTEBOOK)]
-        m = re.match(rf"^(?P<sid>[A-Za-z0-9][A-Za-z0-9._@-]*?)_(?P<file>{re.escape(stem)}(?:-\d+| \(\d+\))?\.ipynb)$",
+        m = re.match(rf"^(?P<sid>[^\W_][\w.@-]*?)_(?P<file>{re.escape(stem)}(?:-\d+| \(\d+\))?\.ipynb)$",
                      base, re.IGNORECASE)
         if m:
             return _found(path, "plain", m["sid"], "", m["file"], notebooks)
@@ -195,10 +222,6 @@ def _to_utc(naive, tz):
     return naive.replace(tzinfo=ZoneInfo(tz)).astimezone(datetime.timezone.utc).replace(tzinfo=None)
 
 
-def _key(text):
-    return re.sub(r"[^0-9a-z]", "", (text or "").lower())
-
-
 class Roster:
     """The gradebook's students, to map LMS ids and names to course ids."""
 
@@ -210,7 +233,7 @@ class Roster:
         for s in self.students:
             first, last = s.get("first_name") or "", s.get("last_name") or ""
             if first or last:
-                for key in {_key(last + first), _key(first + last)}:
+                for key in {name_key(last + first), name_key(first + last)}:
                     self.names.setdefault(key, set()).add(s["id"])
 
     def match(self, found):
@@ -220,7 +243,7 @@ class Roster:
         if found.lms_id in self.ids:
             return found.lms_id, ""
         if found.name:
-            hits = self.names.get(_key(found.name), set())
+            hits = self.names.get(name_key(found.name), set())
             if len(hits) == 1:
                 return next(iter(hits)), f"roster name {found.name!r}"
             if len(hits) > 1:
@@ -231,7 +254,8 @@ class Roster:
 def _fallback_id(found):
     """The student id to use when no roster says otherwise."""
     if found.lms == "moodle":  # Moodle's participant number changes from one assignment to the next
-        slug = re.sub(r"[^0-9A-Za-z.-]+", "_", found.name.strip()).strip("_").lower()
+        folded = "".join(ch for ch in unicodedata.normalize("NFKD", found.name) if not unicodedata.combining(ch))
+        slug = re.sub(r"[^\w.-]+|_+", "_", folded.strip()).strip("_").casefold()
         if not slug or slug == "participant":  # blind marking hides the name
             return f"participant_{found.lms_id}"
         return slug
@@ -269,8 +293,9 @@ def _stamp(dt):
     return dt.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-def plan(names, notebooks, roster, settings, due=None, entry_times=None):
-    """Decide, for the entry names of one download, who gets which file (pure: no files)."""
+def plan(names, notebooks, roster, settings, due=None, entry_times=None, times=None):
+    """Decide, for the entry names of one download, who gets which file and when it was
+    handed in (pure: no files). ``times``: a submission_times.Times, or None."""
     result = Result(assignment="")
     candidates, owners = {}, {}
     for path in names:
@@ -301,6 +326,9 @@ def plan(names, notebooks, roster, settings, due=None, entry_times=None):
                                              "(make roster) to tell them apart"))
                 continue
         found.student, found.matched_by = student, how or ""
+        if found.time is None:
+            found.time, source = submission_times.lookup(times, found)
+            found.time_source = source or ""
         candidates.setdefault((student, found.notebook), []).append(found)
     oldest = datetime.datetime.min
     for (student, notebook), group in sorted(candidates.items()):
@@ -310,18 +338,87 @@ def plan(names, notebooks, roster, settings, due=None, entry_times=None):
             result.skipped.append((loser.path, f"an earlier version of {student}'s {notebook} "
                                                 f"(kept {winner.path})"))
         if winner.time is None:
-            if due is not None:
-                winner.time = due + datetime.timedelta(seconds=1) if winner.late else due
-                winner.time_source = ("the LMS marks it LATE but gives no time: dated 1 s after the due date"
-                                      if winner.late else "the LMS gives no time: dated at the due date")
-            else:
-                winner.time_source = "the LMS gives no time and the assignment has no due date"
+            _without_time(winner, settings, due, (entry_times or {}).get(winner.path))
         result.collected.setdefault(student, []).append(winner)
+    if result.unknown:
+        result.warnings.append(
+            f"{len(result.unknown)} submission(s) without a submission time: their lateness is unknown and "
+            "costs nothing. Give the LMS's times beside the zip (make collect ZIP=... TIMES=times.csv: "
+            "Moodle's grading worksheet, or a CSV of student and submitted_at), or grant an extension "
+            "(make extensions CSV=...).")
+    if times is not None:
+        result.warnings += [f"{times.source}, row {r.row}: {r.key!r} matches no collected file"
+                            for r in times.unused()]
     return result
 
 
-def collect(root, zip_path, assignment, config=None):
-    """Collect one LMS download into submitted/; returns the Result (also printed)."""
+def _without_time(found, settings, due, entry_time=None):
+    """Date a file the LMS gives no time for. nbgrader needs a time (its formgrader and
+    release_feedback fail on an empty timestamp.txt), so it gets the due date, which nbgrader
+    counts as on time, and the time is marked unknown ('unknown': listed as lateness unknown;
+    'on_time': counted as on time). Without a due date nothing is late: the zip entry's
+    time (the download) or the time of collecting stands in."""
+    marked = " (the LMS marks it LATE)" if found.late else ""
+    if due is None:
+        found.time_status = "no_due_date"
+        found.time = _to_utc(entry_time, settings.timezone) if entry_time else datetime.datetime.utcnow()
+        found.time_source = (f"the LMS gives no time{marked} and the assignment has no due date: "
+                             "dated by the download")
+    elif settings.unknown_time == "on_time":
+        found.time, found.time_status = due, "on_time"
+        found.time_source = f"the LMS gives no time{marked}: counted as on time (c.LmsCollect.unknown_time)"
+    else:
+        found.time, found.time_status = due, "unknown"
+        found.time_source = f"{UNKNOWN}: the LMS gives no time{marked}; dated at the due date, no penalty"
+
+
+def member_name(info):
+    """An entry's name as its author wrote it: UTF-8 when flagged, when valid UTF-8 though
+    not flagged, or from Info-ZIP's Unicode path field; Unicode's composed form (NFC)."""
+    name = info.filename
+    if not info.flag_bits & UTF8_FLAG:
+        raw = info.orig_filename.encode("cp437")  # what zipfile decoded as cp437, byte for byte
+        name = _unicode_path_field(info, raw) or _utf8(raw) or info.filename
+    return unicodedata.normalize("NFC", name)
+
+
+def _utf8(raw):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _unicode_path_field(info, raw):
+    """The UTF-8 name in the 0x7075 extra field, when it belongs to this raw name."""
+    extra = info.extra
+    while len(extra) >= 4:
+        kind, size = struct.unpack("<HH", extra[:4])
+        body, extra = extra[4:4 + size], extra[4 + size:]
+        if kind == UNICODE_PATH_FIELD and len(body) > 5 and body[0] == 1:
+            if struct.unpack("<L", body[1:5])[0] == zlib.crc32(raw):
+                return _utf8(body[5:])
+    return None
+
+
+def members(archive):
+    """{decoded name: ZipInfo} of the files in a zip, and the (name, reason) of entries
+    whose decoded name another entry already has."""
+    out, clashes = {}, []
+    for info in archive.infolist():
+        if info.is_dir():
+            continue
+        name = member_name(info)
+        if name in out:
+            clashes.append((name, "a second entry with the same name in the zip (the first was used)"))
+            continue
+        out[name] = info
+    return out, clashes
+
+
+def collect(root, zip_path, assignment, config=None, times_path=None):
+    """Collect one LMS download into submitted/, dated from the times file when given;
+    returns the Result (also printed)."""
     root = Path(root)
     zip_path = Path(zip_path)
     config = config or pipeline.load_config(root)
@@ -337,6 +434,7 @@ def collect(root, zip_path, assignment, config=None):
         ZoneInfo(settings.timezone)
     except Exception:
         raise SystemExit(f"c.LmsCollect.timezone = {settings.timezone!r} is not a time zone (e.g. 'UTC', 'Europe/Berlin')")
+    times = submission_times.read(times_path, settings.timezone) if times_path else None
     notebooks = [f"{n}{NOTEBOOK}" for n in pipeline.expected_notebooks(root, assignment)]
     due = due_date(root, config, assignment)
     roster = load_roster(root, config)
@@ -346,22 +444,25 @@ def collect(root, zip_path, assignment, config=None):
     kept = downloaded / "archive" / zip_path.name
     if zip_path.resolve() != kept.resolve():
         shutil.copy2(zip_path, kept)
+    if times_path and Path(times_path).resolve() != (downloaded / "archive" / Path(times_path).name).resolve():
+        shutil.copy2(times_path, downloaded / "archive" / Path(times_path).name)
 
     with zipfile.ZipFile(zip_path) as archive:
-        infos = [i for i in archive.infolist() if not i.is_dir()]
-        too_big = [i.filename for i in infos if i.file_size > MAX_BYTES]
-        names = [i.filename for i in infos if i.file_size <= MAX_BYTES]
-        times = {i.filename: datetime.datetime(*i.date_time) for i in infos}
-        result = plan(names, notebooks, roster, settings, due, times)
+        entries, clashes = members(archive)
+        too_big = [name for name, i in entries.items() if i.file_size > MAX_BYTES]
+        names = [name for name, i in entries.items() if i.file_size <= MAX_BYTES]
+        stamps = {name: datetime.datetime(*i.date_time) for name, i in entries.items()}
+        result = plan(names, notebooks, roster, settings, due, stamps, times)
         result.assignment = assignment
         result.skipped += [(name, f"larger than {MAX_BYTES // 2**20} MiB unpacked") for name in too_big]
-        if due is None and any(f.time is None for fs in result.collected.values() for f in fs):
+        result.skipped += clashes
+        if any(f.time_status == "no_due_date" for fs in result.collected.values() for f in fs):
             result.warnings.append(
                 f"{assignment} has no due date in the gradebook, so lateness cannot be judged for files "
                 f"without a time. Set it (nbgrader db assignment add {assignment} --duedate=\"YYYY-MM-DD HH:MM:SS UTC\") "
                 "and collect again.")
         for student, found in sorted(result.collected.items()):
-            _write_submission(root, student, assignment, archive, found)
+            _write_submission(root, student, assignment, archive, entries, found)
     record = downloaded / "collected.json"
     history = json.loads(record.read_text()) if record.exists() else {}
     for student, found in result.collected.items():
@@ -372,14 +473,14 @@ def collect(root, zip_path, assignment, config=None):
     return result
 
 
-def _write_submission(root, student, assignment, archive, found):
+def _write_submission(root, student, assignment, archive, entries, found):
     """Replace submitted/<student>/<assignment>/ with these files, nbgrader-style."""
     final = root / "submitted" / student / assignment
     tmp = final.with_name(f".{assignment}.incoming")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for f in found:
-        (tmp / f.notebook).write_bytes(archive.read(f.path))
+        (tmp / f.notebook).write_bytes(archive.read(entries[f.path]))
     times = [f.time for f in found if f.time]
     (tmp / "timestamp.txt").write_text(_stamp(max(times)) if times else "")
     old_secret = final / "submission_secret.txt"
@@ -394,7 +495,7 @@ def guess_assignment(root, zip_path):
     if not zipfile.is_zipfile(zip_path):
         raise SystemExit(f"{zip_path} is not a zip archive (download the submissions as a zip from the LMS)")
     with zipfile.ZipFile(zip_path) as archive:
-        names = [i.filename for i in archive.infolist() if not i.is_dir()]
+        names = list(members(archive)[0])
     hits = {}
     for assignment in pipeline.assignments(root):
         notebooks = [f"{n}{NOTEBOOK}" for n in pipeline.expected_notebooks(root, assignment)]

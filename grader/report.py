@@ -13,6 +13,20 @@ something was collected for it. A student with nothing for such an assignment is
 "missing" (no score, not a silent 0); a submission nbgrader could not grade is "needs
 attention" with its reason; one collected but not graded yet is "not graded yet".
 
+Lateness is measured from each student's due date: the assignment's, or the one a
+per-student extension (grader.extensions) gives. A submission whose time the LMS did not
+give (grader.lms) has lateness "unknown": no penalty, and listed in the report with what to
+do.
+
+grades_canvas.csv follows Canvas' gradebook import: `Student`, `ID` (the Canvas user id),
+`SIS User ID`, `SIS Login ID`, `Section` (from the roster, grader.roster), one column per
+assignment named as Canvas names it ("Name (id)": c.GradeReport.canvas_columns, else the
+column of the same name in the Canvas export imported as the roster, else the assignment's
+name, for which Canvas creates a new column), and the "Points Possible" row. Canvas matches
+a row by ID, SIS User ID or SIS Login ID: a student with none of them (not on the roster,
+and no Canvas id in the download) is left out of it and listed, with what to do, in the
+export's output and the report.
+
 Text that comes from students (ids and names from LMS file names, error messages, named
 mistakes) is escaped in the Markdown and HTML reports and cannot start a spreadsheet
 formula in the CSV files.
@@ -29,16 +43,18 @@ from pathlib import Path
 from traitlets import Dict, Float
 from traitlets.config import Configurable
 
-from grader import late, lms
+from grader import extensions, late, lms, roster
 from grader.grading import layout as pipeline
 
 GRADED, MISSING, ATTENTION, PENDING = "graded", "missing", "needs_attention", "not_graded_yet"
 NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
                     "email", "raw_score", "late_submission_penalty", "score", "max_score"]
 EXTRA_COLUMNS = ["status", "needs_attention", "flags", "manual_grade", "extra_credit", "days_late",
-                 "late_time_source", "mistakes"]
+                 "late_time_source", "mistakes", "extended_duedate"]
 CANVAS_ID_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 POINTS_POSSIBLE = "    Points Possible"  # Canvas' own label, leading spaces included
+NO_ROSTER = ("No roster imported (make roster CSV=..., e.g. Canvas' gradebook export): grades_canvas.csv has "
+             "only the students whose Canvas ID is known, without SIS ids or sections.")
 
 
 class GradeReport(Configurable):
@@ -49,7 +65,9 @@ class GradeReport(Configurable):
     canvas_columns = Dict(
         {}, help="Canvas gradebook column for an assignment, e.g. {'05_scaled_attention': "
                  "'Scaled attention (4567)'}: with Canvas' id in brackets the import updates that "
-                 "assignment; by default the column is the assignment's name (Canvas creates it).").tag(config=True)
+                 "assignment. Without it: the column of the same name (case, spaces and "
+                 "underscores aside) in the Canvas export imported as the roster, else the "
+                 "assignment's name (Canvas creates a new column).").tag(config=True)
 
 
 # --- reading the status file: the one place that knows its format -----------------------
@@ -140,10 +158,17 @@ class Row:
     mistakes: dict = field(default_factory=dict)
     cells: dict = field(default_factory=dict)   # "notebook/grade_id" -> (score, max)
     time_source: str = ""
+    extended_due: datetime.datetime = None     # a per-student extension's due date
+    lateness_unknown: bool = False             # the LMS gave no submission time
 
     @property
     def late(self):
         return self.status == GRADED and self.seconds_late > 0
+
+    @property
+    def due(self):
+        """This student's due date: the extension's, else the assignment's."""
+        return self.extended_due or self.duedate
 
 
 @dataclass
@@ -154,6 +179,9 @@ class Table:
     not_counted: list       # assignment names
     policy: str
     threshold: float
+    canvas_columns: dict = field(default_factory=dict)   # assignment -> Canvas column
+    off_roster: list = field(default_factory=list)       # (student, what the instructor must do)
+    roster_imported: bool = True                         # roster.json exists (make roster)
 
     def by_student(self):
         out = defaultdict(list)
@@ -186,13 +214,9 @@ def gather(root, config=None, now=None):
     settings = GradeReport(config=config)
     now = now or datetime.datetime.utcnow()
     status = read_status(root)
+    granted = extensions.load(root)
     with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
-        students = [{"id": s.id, "first_name": s.first_name or "", "last_name": s.last_name or "",
-                     "email": s.email or "", "lms_user_id": s.lms_user_id or ""} for s in gb.students]
-        known = {s["id"] for s in students}
-        students += [{"id": s, "first_name": "", "last_name": "", "email": "", "lms_user_id": ""}
-                     for s in sorted({s for s, _ in status} - known)]
-        students.sort(key=lambda s: s["id"])
+        students = _students(root, gb, status)
         rows, counted, not_counted = [], [], []
         for a in sorted(gb.assignments, key=lambda a: a.name):
             subs = {sub.student.id: sub for sub in gb.assignment_submissions(a.name)}
@@ -204,18 +228,25 @@ def gather(root, config=None, now=None):
             counted.append({"name": a.name, "duedate": a.duedate, "max_score": a.max_score})
             info = lms.collected_info(root, a.name)
             for s in students:
+                _canvas_id_from_download(s, info.get(s["id"], []))
                 row = Row(student=s["id"], assignment=a.name, status=MISSING, max_score=a.max_score,
                           duedate=a.duedate, first_name=s["first_name"], last_name=s["last_name"],
                           email=s["email"], lms_user_id=s["lms_user_id"])
                 st = status.get((s["id"], a.name), {})
                 row.flags, row.mistakes = list(st.get("flags", [])), dict(st.get("mistakes", {}))
                 sub = subs.get(s["id"])
+                ext = granted.get((s["id"], a.name))
+                row.extended_due = ext.new_due(a.duedate) if ext else None
                 if sub is not None:
                     _fill(row, sub)
+                    if ext:
+                        row.seconds_late = ext.seconds_late(row.seconds_late, a.duedate)
                     if st.get("status") == ATTENTION:
                         row.flags.insert(0, f"graded in the gradebook although the last autograde said: {st['reason']}")
-                    sources = {f.get("time_source") for f in info.get(s["id"], [])} - {None, ""}
+                    files = info.get(s["id"], [])
+                    sources = {f.get("time_source") for f in files} - {None, ""}
                     row.time_source = "; ".join(sorted(sources))
+                    row.lateness_unknown = any(f.get("time_status") == "unknown" for f in files)
                 elif st.get("status") == ATTENTION:
                     row.status, row.reason = ATTENTION, st["reason"]
                 elif s["id"] in collected:
@@ -223,8 +254,64 @@ def gather(root, config=None, now=None):
                     row.reason = "collected but not graded yet: run make autograde"
                 rows.append(row)
     rule = late.policy(config)
+    store = roster.load_store(root) or {}
+    columns = {a["name"]: canvas_column(a["name"], settings.canvas_columns, store.get("canvas_columns", []))
+               for a in counted}
     return Table(rows=rows, students=students, assignments=counted, not_counted=not_counted,
-                 policy=rule.describe(), threshold=settings.struggling_percent)
+                 policy=rule.describe(), threshold=settings.struggling_percent,
+                 canvas_columns=columns, off_roster=_off_roster(students) if store else [],
+                 roster_imported=bool(store))
+
+
+def _students(root, gb, status):
+    """Every student in the gradebook or the status file, with the roster's Canvas fields."""
+    listed = (roster.load_store(root) or {}).get("students", {})
+    students = [{"id": s.id, "first_name": s.first_name or "", "last_name": s.last_name or "",
+                 "email": s.email or "", "lms_user_id": s.lms_user_id or ""} for s in gb.students]
+    known = {s["id"] for s in students}
+    students += [{"id": s, "first_name": "", "last_name": "", "email": "", "lms_user_id": ""}
+                 for s in sorted({s for s, _ in status} - known)]
+    for s in students:
+        s.update({k: listed.get(s["id"], {}).get(k, "") for k in roster.LMS_COLUMNS})
+        s["canvas_id"] = s["lms_user_id"]
+        s["on_roster"] = s["id"] in listed
+    return sorted(students, key=lambda s: s["id"])
+
+
+def _canvas_id_from_download(student, files):
+    """A student the roster gives no Canvas id gets the one in their Canvas file names."""
+    if not student["canvas_id"]:
+        ids = {f.get("lms_id") for f in files if f.get("lms") == "canvas"} - {None, ""}
+        if len(ids) == 1:
+            student["canvas_id"] = ids.pop()
+
+
+def _off_roster(students):
+    """(student, what to do) for every student the roster does not list."""
+    out = []
+    for s in students:
+        if s["on_roster"]:
+            continue
+        if s["canvas_id"] or s["sis_user_id"] or s["sis_login_id"]:
+            todo = (f"not on the roster; grades_canvas.csv has them with Canvas ID {s['canvas_id']} from the "
+                    "download. Add them to the roster (make roster CSV=..., e.g. Canvas' gradebook export) "
+                    "for their name, SIS ids and section, then make export.")
+        else:
+            todo = ("not on the roster and no Canvas id known, so they are NOT in grades_canvas.csv (Canvas "
+                    "matches rows by ID, SIS User ID or SIS Login ID). Add them to the roster with their "
+                    "lms_user_id (make roster CSV=...), then make export.")
+        out.append((s["id"], todo))
+    return out
+
+
+def canvas_column(assignment, configured, known):
+    """The Canvas gradebook column of an assignment: configured, else the Canvas export's
+    column of the same name ("05 Scaled Attention (4567)"), else its own name."""
+    if assignment in configured:
+        return configured[assignment]
+    wanted = lms.name_key(assignment)
+    hits = [c for c in known if lms.name_key(roster.CANVAS_ASSIGNMENT.match(c)["name"]) == wanted]
+    return hits[0] if len(hits) == 1 else assignment
 
 
 def _fill(row, sub):
@@ -252,31 +339,34 @@ def _iso(dt):
 
 def write_grades_csv(table, path):
     """One row per student and assignment that counts; nbgrader's export columns first."""
-    with open(path, "w", newline="") as f:
+    with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(NBGRADER_COLUMNS + EXTRA_COLUMNS)
         for r in sorted(table.rows, key=lambda r: (r.assignment, r.student)):
             graded = r.status == GRADED
             writer.writerow([cell(v) for v in [
-                r.assignment, _iso(r.duedate), _iso(r.timestamp), r.student, r.last_name, r.first_name,
+                r.assignment, _iso(r.duedate), "" if r.lateness_unknown else _iso(r.timestamp), r.student, r.last_name, r.first_name,
                 r.email, r.raw_score if graded else None, r.penalty if graded else None,
                 r.score if graded else None, r.max_score,
                 r.status, r.reason if r.status == ATTENTION else "", "; ".join(r.flags),
                 "yes" if r.manual else "", r.extra_credit or None,
-                late.days_late(r.seconds_late) if graded else None, r.time_source if r.late else "",
-                "; ".join(f"{k}: {v}" for k, v in sorted(r.mistakes.items()))]])
+                late.days_late(r.seconds_late) if graded and not r.lateness_unknown else None,
+                r.time_source if r.late or r.lateness_unknown else "",
+                "; ".join(f"{k}: {v}" for k, v in sorted(r.mistakes.items())), _iso(r.extended_due)]])
 
 
-def canvas_rows(table, columns=None):
-    """Canvas' gradebook import: one row per student, one column per assignment, and the
-    "Points Possible" row; missing and ungraded work is left empty (Canvas ignores blanks)."""
-    columns = columns or {}
-    header = CANVAS_ID_COLUMNS + [columns.get(a["name"], a["name"]) for a in table.assignments]
+def canvas_rows(table):
+    """Canvas' gradebook import: one row per student Canvas can match (by ID, SIS User ID or
+    SIS Login ID), one column per assignment, and the "Points Possible" row; missing and
+    ungraded work is left empty (Canvas ignores blanks)."""
+    header = CANVAS_ID_COLUMNS + [table.canvas_columns.get(a["name"], a["name"]) for a in table.assignments]
     rows = [header, [POINTS_POSSIBLE, "", "", "", ""] + [score_text(a["max_score"]) for a in table.assignments]]
     scores = {(r.student, r.assignment): r for r in table.rows}
     for s in table.students:
+        if not (s["canvas_id"] or s["sis_user_id"] or s["sis_login_id"]):
+            continue
         name = ", ".join(p for p in (s["last_name"], s["first_name"]) if p) or s["id"]
-        line = [name, s["lms_user_id"], "", s["id"], ""]
+        line = [name, s["canvas_id"], s["sis_user_id"], s["sis_login_id"], s["section"]]
         for a in table.assignments:
             r = scores.get((s["id"], a["name"]))
             line.append(score_text(r.score) if r is not None and r.status == GRADED else "")
@@ -284,9 +374,9 @@ def canvas_rows(table, columns=None):
     return rows
 
 
-def write_canvas_csv(table, path, columns=None):
-    rows = canvas_rows(table, columns)
-    with open(path, "w", newline="") as f:
+def write_canvas_csv(table, path):
+    rows = canvas_rows(table)
+    with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, quoting=csv.QUOTE_ALL)
         writer.writerow(rows[0])
         writer.writerow(rows[1])  # "    Points Possible" must keep its leading spaces
@@ -323,13 +413,15 @@ def lists(table):
         if r.status == MISSING:
             missing[r.student].append(r.assignment)
     late_rows = [r for r in table.rows if r.late]
+    unknown = [r for r in table.rows if r.status == GRADED and r.lateness_unknown]
     struggling = []
     for s in table.students:
         t = totals[s["id"]]
         if t["percent"] is not None and t["percent"] < table.threshold:
             names = Counter(n for r in table.rows if r.student == s["id"] for n in r.mistakes.values())
             struggling.append((s["id"], t, names.most_common(3)))
-    return {"attention": attention, "missing": dict(missing), "late": late_rows, "struggling": struggling,
+    return {"attention": attention, "missing": dict(missing), "late": late_rows, "unknown": unknown,
+            "struggling": struggling, "extended": [r for r in table.rows if r.extended_due],
             "flagged": [r for r in table.rows if r.status == GRADED and r.flags]}
 
 
@@ -414,7 +506,8 @@ def sections(table):
         + (f" (not counted yet, nothing collected and not due: {', '.join(table.not_counted)})" if table.not_counted else ""),
         f"submissions graded: {len(graded)}; need attention: {sum(r.status == ATTENTION for r in table.rows)}; "
         f"not graded yet: {sum(r.status == PENDING for r in table.rows)}; missing: {sum(r.status == MISSING for r in table.rows)}; "
-        f"late: {len(found['late'])}",
+        f"late: {len(found['late'])}; lateness unknown: {len(found['unknown'])}; "
+        f"extensions: {len(found['extended'])}; not on the roster: {len(table.off_roster)}",
         f"late policy: {table.policy}",
         "Scores are read from nbgrader's gradebook: manual grades, extra credit and late penalties included.",
     ], None, None, None)]
@@ -445,11 +538,28 @@ def sections(table):
                 if found["missing"] else ["Nobody is missing an assignment."],
                 ["student", "missing assignments"] if found["missing"] else None,
                 [[s, ", ".join(a)] for s, a in sorted(found["missing"].items())], None))
-    out.append(("Late", [table.policy] + ([] if found["late"] else ["No late submissions."]),
-                ["student", "assignment", "submitted", "late by", "penalty", "score", "time from"] if found["late"] else None,
-                [[r.student, r.assignment, _when(r.timestamp), _lateness(r.seconds_late), score_text(r.penalty),
+    out.append(("Late", [table.policy, "Late by: from the student's due date (an extension's, where one "
+                                       "was granted)."] + ([] if found["late"] else ["No late submissions."]),
+                ["student", "assignment", "submitted", "due", "late by", "penalty", "score", "time from"]
+                if found["late"] else None,
+                [[r.student, r.assignment, _when(r.timestamp), _when(r.due) + " (extended)" * bool(r.extended_due),
+                  _lateness(r.seconds_late), score_text(r.penalty),
                   f"{score_text(r.score)} / {score_text(r.max_score)}", r.time_source or "nbgrader submission time"]
                  for r in found["late"]], None))
+    out.append(("Lateness unknown", [
+        "Collected from an LMS that gave no submission time: no penalty was applied. Collect again with the "
+        "LMS's times (make collect ZIP=... TIMES=...: Moodle's grading worksheet, or a CSV of student and "
+        "submitted_at), then make autograde and make export."] if found["unknown"] else ["Nobody."],
+        ["student", "assignment", "due", "what the LMS said"] if found["unknown"] else None,
+        [[r.student, r.assignment, _when(r.due), r.time_source] for r in found["unknown"]], None))
+    out.append(("Extensions", [] if found["extended"] else ["None granted (make extensions CSV=...)."],
+                ["student", "assignment", "due", "extended to"] if found["extended"] else None,
+                [[r.student, r.assignment, _when(r.duedate), _when(r.extended_due)] for r in found["extended"]], None))
+    out.append(("Not on the roster", ["Students in the gradebook whom the roster does not list, and what to do."]
+                if table.off_roster else ["Nobody: every student is on the roster."] if table.roster_imported
+                else [NO_ROSTER],
+                ["student", "what to do"] if table.off_roster else None,
+                [list(item) for item in table.off_roster], None))
     out.append(("Struggling", [f"Total below {table.threshold:g}%, with the mistakes the checks named most often."]
                 + ([] if found["struggling"] else ["Nobody."]),
                 ["student", "total", "%", "missing", "most frequent named mistakes"] if found["struggling"] else None,
@@ -489,7 +599,7 @@ def write_markdown(secs, path):
             lines.append("|" + "---|" * len(header))
             lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in rows]
             lines.append("")
-    Path(path).write_text("\n".join(lines))
+    Path(path).write_text("\n".join(lines), encoding="utf-8")
 
 
 def write_html(secs, path):
@@ -507,7 +617,7 @@ def write_html(secs, path):
             parts += ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in rows]
             parts.append("</table>")
     parts.append("</body></html>")
-    Path(path).write_text("\n".join(parts))
+    Path(path).write_text("\n".join(parts), encoding="utf-8")
 
 
 def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):
@@ -526,7 +636,7 @@ def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):
     out = Path(report_dir or root / "reports")
     out.mkdir(parents=True, exist_ok=True)
     write_grades_csv(table, csv_path)
-    write_canvas_csv(table, canvas_path, GradeReport(config=config).canvas_columns)
+    write_canvas_csv(table, canvas_path)
     plots(table, out)
     secs = sections(table)
     write_markdown(secs, out / "grade_report.md")
@@ -536,7 +646,15 @@ def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):
         print(f"late policy: {table.policy}" + (f" ({len(changed)} penalty(ies) updated in the gradebook)" if changed else ""))
         print(f"wrote {csv_path.name} ({len(table.rows)} rows: {counts[GRADED]} graded, {counts[MISSING]} missing, "
               f"{counts[ATTENTION]} need attention, {counts[PENDING]} not graded yet), {canvas_path.name} "
-              f"({len(table.students)} students x {len(table.assignments)} assignments) and "
-              f"{out / 'grade_report.md'} (.html)")
+              f"({len(canvas_rows(table)) - 2} students x {len(table.assignments)} assignments: "
+              f"{', '.join(table.canvas_columns.values()) or 'none'}) and {out / 'grade_report.md'} (.html)")
+        for student, todo in table.off_roster:
+            print(f"  {student}: {todo}")
+        if not table.roster_imported:
+            print(f"  {NO_ROSTER}")
+        unknown = sum(r.status == GRADED and r.lateness_unknown for r in table.rows)
+        if unknown:
+            print(f"  {unknown} submission(s) with lateness unknown (no time from the LMS): see the report's "
+                  "'Lateness unknown' section")
     return {"grades": csv_path, "canvas": canvas_path, "report": out / "grade_report.md",
             "html": out / "grade_report.html", "table": table, "late_changes": changed}

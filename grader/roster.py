@@ -5,14 +5,21 @@
 The CSV is nbgrader's format: a header with ``id`` (required) and any of ``first_name``,
 ``last_name``, ``email``, ``lms_user_id`` (the student's id in the LMS, e.g. the Canvas user
 id: collect uses it to match LMS file names, and grades_canvas.csv to match Canvas'
-gradebook). A gradebook export from Canvas ("Student", "ID", "SIS User ID", "SIS Login ID",
-"Section") is accepted too: the SIS Login ID becomes the course id (or the SIS User ID, or
-the Canvas ID where those are empty) and the Canvas ID the ``lms_user_id``.
+gradebook), plus Canvas' ``sis_user_id``, ``sis_login_id`` and ``section``. A gradebook
+export from Canvas ("Student", "ID", "SIS User ID", "SIS Login ID", "Section") is accepted
+too: the SIS Login ID becomes the course id (or the SIS User ID, or the Canvas ID where those
+are empty) and the Canvas ID the ``lms_user_id``; its assignment columns ("Scaled attention
+(4567)") are remembered, so grades_canvas.csv names its columns as Canvas does.
+
+nbgrader's gradebook stores the first five columns; the Canvas ones, and who is on the
+roster, are kept in the course file ``roster.json`` (read by grader.report).
 
 Every student on the roster is in the report and the exports; one who hands nothing in is
 listed as missing, not given a silent 0.
 """
 import csv
+import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +30,9 @@ from grader.lms import safe_student_id
 
 COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")
 CANVAS_COLUMNS = ("Student", "ID", "SIS Login ID")
+LMS_COLUMNS = ("sis_user_id", "sis_login_id", "section")   # kept in roster.json
+STORE = "roster.json"
+CANVAS_ASSIGNMENT = re.compile(r"^(?P<name>.+) \((?P<id>\d+)\)$")
 
 
 def read_rows(path):
@@ -45,10 +55,10 @@ def read_rows(path):
                          f"{', '.join(COLUMNS)}), or Canvas' gradebook columns ({', '.join(CANVAS_COLUMNS)}); "
                          f"found: {', '.join(header) or 'nothing'}")
     else:
-        unknown = [h for h in header if h not in COLUMNS]
+        unknown = [h for h in header if h not in COLUMNS + LMS_COLUMNS]
         if unknown:
             print(f"roster: ignoring column(s) nbgrader does not store: {', '.join(unknown)}")
-        rows = [{k: (r.get(k) or "").strip() for k in COLUMNS if k in header} for r in rows]
+        rows = [{k: (r.get(k) or "").strip() for k in COLUMNS + LMS_COLUMNS if k in header} for r in rows]
     problems, seen = [], {}
     for line, row in enumerate(rows, start=2):
         sid = row.get("id", "")
@@ -76,7 +86,34 @@ def _from_canvas(row):
     canvas_id = (row.get("ID") or "").strip()
     sid = (row.get("SIS Login ID") or "").strip() or (row.get("SIS User ID") or "").strip() or canvas_id
     return {"id": sid, "first_name": first.strip(), "last_name": last.strip(), "email": "",
-            "lms_user_id": canvas_id}
+            "lms_user_id": canvas_id, "sis_user_id": (row.get("SIS User ID") or "").strip(),
+            "sis_login_id": (row.get("SIS Login ID") or "").strip(), "section": (row.get("Section") or "").strip()}
+
+
+def canvas_assignment_columns(path):
+    """The assignment columns of a Canvas gradebook export ("Name (id)"), else []."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        header = [h.strip() for h in next(csv.reader(f), [])]
+    if not all(c in header for c in CANVAS_COLUMNS):
+        return []
+    return [h for h in header if CANVAS_ASSIGNMENT.match(h)]
+
+
+def load_store(root):
+    """roster.json: {"students": {id: {sis_user_id, sis_login_id, section}}, "canvas_columns":
+    [...]}; None when no roster was imported since the file exists."""
+    path = Path(root) / STORE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _save_store(root, rows, csv_path):
+    store = load_store(root) or {"students": {}, "canvas_columns": []}
+    for r in rows:
+        store["students"][r["id"]] = {k: r.get(k, "") for k in LMS_COLUMNS}
+    columns = canvas_assignment_columns(csv_path)
+    if columns:
+        store["canvas_columns"] = columns
+    (Path(root) / STORE).write_text(json.dumps(store, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")
 
 
 def import_roster(root, csv_path):
@@ -98,6 +135,7 @@ def import_roster(root, csv_path):
     if proc.returncode:
         raise SystemExit(f"nbgrader db student import failed:\n{proc.stderr[-2000:]}")
     after = student_ids(root, config)
+    _save_store(root, rows, csv_path)
     new = sorted(set(after) - before)
     print(f"roster: {len(rows)} student(s) imported from {csv_path} ({len(new)} new, "
           f"{len(rows) - len(new)} updated); the gradebook now has {len(after)} student(s)")

@@ -6,7 +6,7 @@ import zipfile
 import nbformat
 import pytest
 
-from grader import lms, synthetic
+from grader import lms, submission_times, synthetic
 
 A = "05_scaled_attention"
 NB = f"{A}.ipynb"
@@ -78,9 +78,20 @@ def test_the_latest_resubmission_wins_and_the_others_are_listed_as_skipped():
     assert "earlier version" in reasons[f"lovelaceada_12345_100_{NB}"]
     assert "earlier version" in reasons[f"lovelaceada_12345_200_{A}-1.ipynb"]
     assert "not a notebook" in reasons["notes.txt"]
-    # the LMS gives no time: a late file is dated just after the due date, others at it
-    assert kept.time == DUE + datetime.timedelta(seconds=1)
-    assert result.collected["777"][0].time == DUE
+    # the LMS gives no time: lateness is unknown (no fixed penalty), and the summary says what to do
+    # nbgrader needs a time (its formgrader fails on an empty timestamp.txt): the due date, on time
+    assert kept.time == DUE and result.collected["777"][0].time == DUE
+    assert kept.time_status == "unknown" and kept.time_source.startswith(lms.UNKNOWN) and "LATE" in kept.time_source
+    assert "LATE" not in result.collected["777"][0].time_source
+    assert any("2 submission(s) without a submission time" in w and "TIMES=" in w for w in result.warnings)
+
+
+def test_work_without_a_time_counts_as_on_time_only_when_configured():
+    names = [f"lovelaceada_LATE_12345_300_{NB}"]
+    result = lms.plan(names, [NB], lms.Roster([]), _settings(unknown_time="on_time"), due=DUE)
+    (kept,) = result.collected["12345"]
+    assert kept.time == DUE and kept.time_status == "on_time" and "counted as on time" in kept.time_source
+    assert not result.unknown and not result.warnings
 
 
 def test_ids_go_through_the_roster_by_lms_id_then_by_name():
@@ -107,7 +118,7 @@ def test_zip_entry_times_only_when_asked():
     times = {names[0]: datetime.datetime(2025, 10, 2, 12, 0)}
     off = lms.plan(names, [NB], lms.Roster([]), _settings(), DUE, times)
     on = lms.plan(names, [NB], lms.Roster([]), _settings(zip_times=True), DUE, times)
-    assert off.collected["ada"][0].time == DUE
+    assert off.collected["ada"][0].time == DUE and off.collected["ada"][0].time_status == "unknown"
     assert on.collected["ada"][0].time == datetime.datetime(2025, 10, 2, 12, 0)
 
 
@@ -159,3 +170,185 @@ def test_the_assignment_is_found_from_the_notebook_names(course, tmp_path):
         z.writestr("Bo Li_77_assignsubmission_file/04_single_head.ipynb", "{}")
     with pytest.raises(SystemExit, match="several assignments"):
         lms.guess_assignment(course, archive)
+
+
+# --- names in the zip: UTF-8 with or without the flag, legacy code pages, non-ASCII names ----
+
+ZOE = "Zoë Ångström"  # composed characters (NFC)
+
+
+class _RawName(zipfile.ZipInfo):
+    """A zip entry whose name is written as these bytes, without the UTF-8 flag (what Linux
+    `zip` and old Windows tools write)."""
+
+    def __init__(self, raw):
+        super().__init__(raw.decode("cp437"))
+        self.raw = raw
+
+    def _encodeFilenameFlags(self):
+        return self.raw, self.flag_bits & ~lms.UTF8_FLAG
+
+
+def _zip(path, files, how):
+    """files: {name: text}; how: 'flagged' (Python's zipfile), 'unflagged' (UTF-8 bytes, no
+    flag), 'cp437' (a legacy code page, no flag), 'zip' (Linux's zip command)."""
+    if how == "zip":
+        import shutil
+        import subprocess
+
+        command = shutil.which("zip")
+        if not command:
+            pytest.skip("the zip command is not installed")
+        src = path.parent / f"{path.stem}_files"
+        for name, text in files.items():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_text(text)
+        subprocess.run([command, "-q", "-r", str(path), "."], cwd=src, check=True, env={"LANG": "C.UTF-8"})
+        return path
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            if how == "flagged":
+                z.writestr(name, text)
+            else:
+                z.writestr(_RawName(name.encode("utf-8" if how == "unflagged" else "cp437")), text)
+    return path
+
+
+@pytest.mark.parametrize("how", ["flagged", "unflagged", "zip", "cp437"])
+def test_entry_names_are_read_as_written_whether_or_not_the_zip_flags_utf8(tmp_path, how):
+    files = {f"{ZOE}_4242_assignsubmission_file/{NB}": "a", f"zoë_{NB}": "b", f"Älva_{NB}": "c",
+             f"Übung 5_müller_attempt_2025-10-03-17-45-12_{NB}": "d"}
+    archive = _zip(tmp_path / "download.zip", files, how)
+    with zipfile.ZipFile(archive) as z:
+        entries, clashes = lms.members(z)
+        assert set(entries) == set(files) and not clashes
+        assert {name: z.read(info).decode() for name, info in entries.items()} == files
+        flags = {info.flag_bits & lms.UTF8_FLAG for info in z.infolist()}
+    assert flags == ({lms.UTF8_FLAG} if how == "flagged" else {0})  # the case each way stands for
+
+
+def test_decomposed_names_from_a_mac_are_composed():
+    info = zipfile.ZipInfo(f"zoe\u0308_{NB}")  # "zoë" as macOS writes it: e + combining diaeresis
+    info.flag_bits |= lms.UTF8_FLAG
+    assert lms.member_name(info) == f"zoë_{NB}"
+
+
+def test_non_ascii_names_are_students_not_unknown_files():
+    names = [f"{ZOE}_4242_assignsubmission_file/{NB}", f"zoë_{NB}", f"Älva_{NB}",
+             f"Übung 5_müller_attempt_2025-10-03-17-45-12_{NB}"]
+    result = lms.plan(names, [NB], lms.Roster([]), _settings(), due=DUE)
+    assert not result.skipped
+    assert set(result.collected) == {"zoe_angstrom", "zoë", "Älva", "müller"}
+    roster = lms.Roster([{"id": "zoe", "first_name": "Zoe", "last_name": "Angstrom", "lms_user_id": ""}])
+    matched = lms.plan(names[:1], [NB], roster, _settings(), due=DUE)
+    assert list(matched.collected) == ["zoe"]  # the roster spells the name without accents
+
+
+@pytest.mark.parametrize("how", ["unflagged", "zip"])
+def test_an_unflagged_moodle_download_collects_every_student(course, tmp_path, how, capsys):
+    nb = nbformat.writes(synthetic.answered(course, A, A))
+    files = {f"{ZOE}_4242_assignsubmission_file/{NB}": nb, f"José Núñez_4243_assignsubmission_file/{NB}": nb,
+             f"José Núñez_4243_assignsubmission_onlinetext_onlinetext.html": "<p>hi</p>"}
+    result = lms.collect(course, _zip(tmp_path / "moodle.zip", files, how), A)
+    out = capsys.readouterr().out
+    assert set(result.collected) == {"zoe_angstrom", "jose_nunez"}
+    assert (course / "submitted" / "zoe_angstrom" / A / NB).read_text() == nb
+    assert result.skipped == [(f"José Núñez_4243_assignsubmission_onlinetext_onlinetext.html",
+                               "Moodle onlinetext entry, not a file submission")]
+    assert f"<- {ZOE}_4242_assignsubmission_file/{NB}" in out and "SKIPPED José Núñez_4243" in out
+
+
+# --- submission times exported beside the zip -------------------------------------------------
+
+MOODLE_WORKSHEET = ('"Identifier","Full name","Email address","Status","Grade","Maximum Grade",'
+                    '"Grade can be changed","Last modified (submission)","Last modified (grade)","Feedback comments"\n'
+                    '"Participant 4242","Zoë Ångström",zoe@example.org,"Submitted for grading",,10.00,Yes,'
+                    '"Thursday, 2 October 2025, 7:30 PM",-,\n'
+                    '"Participant 4243","José Núñez",jose@example.org,"Submitted for grading",,10.00,Yes,'
+                    '"Wednesday, 1 October 2025, 6:59 PM",-,\n'
+                    '"Participant 4250","Nobody Here",n@example.org,"No submission",,10.00,Yes,-,-,\n')
+
+
+def test_moodles_grading_worksheet_gives_each_participant_their_time(tmp_path):
+    path = tmp_path / "worksheet.csv"
+    path.write_text(MOODLE_WORKSHEET)
+    times = submission_times.read(path, tz="Europe/Berlin")  # Moodle writes the downloader's zone
+    assert [(r.lms_id, r.name, r.time) for r in times.rows] == [
+        ("4242", ZOE, datetime.datetime(2025, 10, 2, 17, 30)),      # CEST = UTC+2
+        ("4243", "José Núñez", datetime.datetime(2025, 10, 1, 16, 59))]
+    names = [f"{ZOE}_4242_assignsubmission_file/{NB}", f"José Núñez_4243_assignsubmission_file/{NB}"]
+    result = lms.plan(names, [NB], lms.Roster([]), _settings(), DUE, times=times)
+    zoe, jose = result.collected["zoe_angstrom"][0], result.collected["jose_nunez"][0]
+    assert zoe.time == datetime.datetime(2025, 10, 2, 17, 30) and zoe.time_source == "worksheet.csv, row 2"
+    assert jose.time == datetime.datetime(2025, 10, 1, 16, 59)  # a minute before the due date
+    assert not result.unknown and not result.warnings
+
+
+def test_a_csv_of_student_and_time_dates_canvas_files_and_names_what_it_cannot_use(tmp_path):
+    path = tmp_path / "times.csv"
+    path.write_text("user_id,submitted_at\n12345,2025-10-03T18:00:00Z\n555,2025-10-02T10:00:00+02:00\n")
+    times = submission_times.read(path)
+    names = [f"lovelaceada_LATE_12345_300_{NB}", f"hopper_LATE_777_400_{NB}"]
+    result = lms.plan(names, [NB], lms.Roster([]), _settings(), DUE, times=times)
+    assert result.collected["12345"][0].time == datetime.datetime(2025, 10, 3, 18, 0)
+    assert result.collected["777"][0].time_status == "unknown"  # the file has no row for 777
+    assert any("times.csv, row 3: '555' matches no collected file" in w for w in result.warnings)
+    assert any("1 submission(s) without a submission time" in w for w in result.warnings)
+
+
+def test_times_match_the_roster_id_or_the_name_too(tmp_path):
+    path = tmp_path / "times.csv"
+    path.write_text("student,submitted\nada,2025-10-01 18:00\n")
+    roster = lms.Roster([{"id": "ada", "first_name": "Ada", "last_name": "Lovelace", "lms_user_id": "12345"}])
+    result = lms.plan([f"lovelaceada_12345_300_{NB}"], [NB], roster, _settings(), DUE,
+                      times=submission_times.read(path))
+    assert result.collected["ada"][0].time == datetime.datetime(2025, 10, 1, 18, 0)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("name,grade\nada,3\n", "not a file of submission times"),
+    ("student,submitted_at\nada,yesterday\n", "row 2: 'yesterday' is not a time"),
+])
+def test_a_times_file_that_cannot_be_used_is_refused_before_anything_is_collected(course, tmp_path, text, words):
+    times = tmp_path / "times.csv"
+    times.write_text(text)
+    archive = _zip(tmp_path / "d.zip", {f"nobody_{NB}": "{}"}, "flagged")
+    with pytest.raises(SystemExit, match=words):
+        lms.collect(course, archive, A, times_path=times)
+    assert not (course / "submitted" / "nobody").exists()
+
+
+def test_the_info_zip_unicode_path_field_names_an_entry_written_in_a_legacy_code_page(tmp_path):
+    import struct
+    import zlib
+
+    raw = f"zoë_{NB}".encode("cp1252")  # neither UTF-8 nor meant as cp437
+    info = _RawName(raw)
+    info.extra = struct.pack("<HHB", lms.UNICODE_PATH_FIELD, 5 + len(f"zoë_{NB}".encode()), 1) + \
+        struct.pack("<L", zlib.crc32(raw)) + f"zoë_{NB}".encode()
+    with zipfile.ZipFile(tmp_path / "d.zip", "w") as z:
+        z.writestr(info, "a")
+    with zipfile.ZipFile(tmp_path / "d.zip") as z:
+        assert list(lms.members(z)[0]) == [f"zoë_{NB}"]
+
+
+def test_two_entries_that_decode_to_one_name_are_both_accounted_for(course, tmp_path):
+    archive = tmp_path / "twice.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(f"zoë_{NB}", "{}")                          # flagged UTF-8
+        z.writestr(_RawName(f"zoë_{NB}".encode()), "{}")       # the same name, unflagged
+    result = lms.collect(course, archive, A)
+    assert list(result.collected) == ["zoë"]
+    assert result.skipped == [(f"zoë_{NB}", "a second entry with the same name in the zip (the first was used)")]
+
+
+def test_make_collect_passes_the_times_file(course, tmp_path, capsys):
+    from grader import instructor
+
+    archive = _zip(tmp_path / "d.zip", {f"ada_{NB}": "{}"}, "flagged")
+    times = tmp_path / "times.csv"
+    times.write_text("student,submitted_at\nada,2025-10-01T12:00:00Z\n")
+    instructor.main(["collect", "--zip", str(archive), "--times", str(times), "--root", str(course)])
+    out = capsys.readouterr().out
+    assert "collected ada / 05_scaled_attention.ipynb, submitted 2025-10-01 12:00 UTC (times.csv, row 2)" in out
+    assert (course / "downloaded" / A / "archive" / "times.csv").exists()  # kept beside the zip

@@ -20,14 +20,18 @@ def _students(root):
 
 def test_import_goes_through_nbgrader_and_keeps_lms_ids(course, capsys):
     csv_path = course / "students.csv"
-    csv_path.write_text("id,first_name,last_name,email,lms_user_id,section\n"
-                        "ada,Ada,Lovelace,ada@example.org,101,A\n"
-                        "grace_hopper,Grace,Hopper,,102,B\n")
+    csv_path.write_text("id,first_name,last_name,email,lms_user_id,section,sis_login_id,phone\n"
+                        "ada,Ada,Lovelace,ada@example.org,101,A,alovelace,555\n"
+                        "grace_hopper,Grace,Hopper,,102,B,,\n")
     roster.import_roster(course, csv_path)
     out = capsys.readouterr().out
-    assert "2 student(s) imported" in out and "section" in out  # the column nbgrader cannot store is named
+    assert "2 student(s) imported" in out and "ignoring column(s) nbgrader does not store: phone" in out
     assert _students(course) == {"ada": ("Ada", "Lovelace", "ada@example.org", "101"),
                                  "grace_hopper": ("Grace", "Hopper", None, "102")}
+    # Canvas' columns, which nbgrader's gradebook has no field for, are kept in the course's roster file
+    assert roster.load_store(course)["students"] == {
+        "ada": {"section": "A", "sis_login_id": "alovelace", "sis_user_id": ""},
+        "grace_hopper": {"section": "B", "sis_login_id": "", "sis_user_id": ""}}
 
 
 def test_a_canvas_gradebook_export_is_a_roster(course):
@@ -40,6 +44,9 @@ def test_a_canvas_gradebook_export_is_a_roster(course):
     roster.import_roster(course, csv_path)
     assert _students(course) == {"ada": ("Ada", "Lovelace", None, "101"),
                                  "102": ("Grace", "Hopper", None, "102")}
+    store = roster.load_store(course)
+    assert store["students"]["ada"] == {"section": "A", "sis_login_id": "ada", "sis_user_id": "S1"}
+    assert store["canvas_columns"] == ["Quiz (1)"]  # so grades_canvas.csv can name columns as Canvas does
 
 
 @pytest.mark.parametrize("text, words", [
@@ -55,3 +62,4 @@ def test_a_roster_that_cannot_be_used_is_refused_and_nothing_imported(course, te
     with pytest.raises(SystemExit, match=words):
         roster.import_roster(course, csv_path)
     assert not (course / "gradebook.db").exists()  # refused before the gradebook is touched
+    assert roster.load_store(course) is None

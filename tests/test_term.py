@@ -56,7 +56,9 @@ def term(tmp_path_factory):
         z.writestr(f"hyperlinkhttpevilexamplebob_LATE_102_9003_{A}-1.ipynb", wrong)  # the later one
         z.writestr(f"exampleeve_106_9006_{NB}", evil)          # raises EVIL in a solution cell
         z.writestr("gausscarl_103_9007_notes.pdf", b"%PDF-1.4")                     # carl: no notebook
-    collected = lms.collect(root, download, A)
+    (root / "times.csv").write_text("user_id,submitted_at\n101,2025-10-01T12:00:00Z\n"
+                                    "102,2025-10-02T10:00:00Z\n106,2025-10-01T16:59:00Z\n")  # bob: 17 hours late
+    collected = lms.collect(root, download, A, times_path=root / "times.csv")
     graded = autograde.Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=10).run(progress=False)
     with _gradebook(root) as gb:  # what an instructor does in the formgrader
         gb.find_grade("test_sdpa_causal", A, A, "ada").manual_score = 0.0
@@ -90,7 +92,7 @@ def test_report_and_exports_agree_with_the_gradebook_after_an_override_and_a_pen
         assert float(rows[student]["late_submission_penalty"]) == pytest.approx(penalty)
         assert float(rows[student]["score"]) == pytest.approx(score)
     assert rows["ada"]["manual_grade"] == "yes" and rows["bob"]["extra_credit"] == "1"
-    assert rows["bob"]["days_late"] == "1" and "LATE" in rows["bob"]["late_time_source"]
+    assert rows["bob"]["days_late"] == "1" and rows["bob"]["late_time_source"] == "times.csv, row 3"
     text = (root / "reports" / "grade_report.md").read_text()
     students = text.split("## Students")[1].split("##")[0]
     assert "| ada | Ada Lovelace | 9 / 10 (manual) | 9 / 10 | 90% |" in students
@@ -111,8 +113,8 @@ def test_a_student_with_nothing_handed_in_is_missing_not_zero(term):
     hist = text.split("## Score histogram")[1].split("##")[0]
     assert "4 students" in hist  # the whole roster, carl included
     with open(root / "grades_canvas.csv", newline="") as f:
-        canvas = {r[3]: r for r in csv.reader(f)}
-    assert canvas["carl"][5] == ""
+        canvas = {r[1]: r for r in csv.reader(f)}
+    assert canvas["103"][5] == ""  # carl
 
 
 def test_canvas_csv_has_canvas_gradebook_import_shape(term):
@@ -121,11 +123,11 @@ def test_canvas_csv_has_canvas_gradebook_import_shape(term):
         rows = list(csv.reader(f))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A]
     assert rows[1] == ["    Points Possible", "", "", "", "", "10"]
-    body = {r[3]: r for r in rows[2:]}
-    assert set(body) == {"ada", "bob", "carl", "eve"} and all(len(r) == 6 for r in rows)
-    assert body["ada"][:2] == ["Lovelace, Ada", "101"] and body["ada"][5] == "9"
-    assert body["bob"][1] == "102" and body["bob"][5] == "2.7"
-    assert body["bob"][0].startswith("'=")  # a name never becomes a spreadsheet formula
+    body = {r[1]: r for r in rows[2:]}
+    assert set(body) == {"101", "102", "103", "106"} and all(len(r) == 6 for r in rows)
+    assert body["101"][:5] == ["Lovelace, Ada", "101", "", "", ""] and body["101"][5] == "9"  # no SIS ids on this roster
+    assert body["102"][5] == "2.7"
+    assert body["102"][0].startswith("'=")  # a name never becomes a spreadsheet formula
 
 
 def test_student_text_is_escaped_in_the_reports_and_csv(term):
@@ -153,7 +155,7 @@ def test_release_feedback_works_for_lms_submissions(term):
     released = list((root / "exchange" / "self-attention" / "feedback").glob("*.html"))
     assert len(released) == 3
     page = html.unescape(re.sub(r"<[^>]+>", " ", (root / "feedback" / "bob" / A / f"{A}.html").read_text()))
-    assert "Handed in late" in page and "marked it late" in page
+    assert "Handed in late" in page and "Submitted 2025-10-02 10:00 UTC, 17 hours after the due date" in page
     assert "Late submission penalty (Score: -0.3)" in " ".join(page.split())
 
 
