@@ -605,8 +605,11 @@ def _hostile_class(course):
         nb = synthetic.answered(course, SAFETY, SAFETY,
                                 edit=(lambda gid, src: src.replace("dim=-1", "dim=-2")) if wrong else None)
         solution = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
-        if student == "scripted_markdown":
+        if student == "scripted_markdown":  # and a test cell edited: flagged in the formgrader
             nb.cells.insert(nb.cells.index(solution), nbformat.v4.new_markdown_cell(ACTIVE_MARKDOWN))
+            test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+                        and not c.metadata["nbgrader"].get("solution"))
+            test.source = '"""Check nothing."""\nassert True'
         if student == "scripted_outputs":
             nb.cells.insert(nb.cells.index(solution) + 1, nbformat.v4.new_code_cell(ACTIVE_OUTPUTS))
             nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
@@ -670,6 +673,11 @@ def test_nothing_a_student_hands_in_runs_in_the_formgrader_or_feedback(ui, lab):
                         assert "[removed: application/javascript output" in text
                     if student == "scripted_markdown":
                         assert "<script>" in text  # shown as text, so the reader sees what was tried
+                    if student == "scripted_markdown" and kind == "formgrader":
+                        # nbgrader shows the auto comment as the comment box's placeholder
+                        instructor.wait_for_function(
+                            "() => [...document.querySelectorAll('textarea')].some(t => "
+                            "(t.placeholder || '').includes('Flagged for review') && t.placeholder.includes('was edited'))")
     finally:
         instructor.close()
     offsite = [(m, u) for m, u in requests if not u.startswith(origin)
