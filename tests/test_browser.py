@@ -120,7 +120,8 @@ def lab(browser, tmp_path_factory):
     course.mkdir()
     for name in ("notebooks", "solutions"):
         shutil.copytree(ROOT / name, course / name)
-    for name in ("Makefile", "nbgrader_config.py", "requirements.txt", "pyproject.toml"):
+    for name in ("Makefile", "install.mk", "nbgrader_config.py", "requirements.txt", "requirements.lock",
+                 "pyproject.toml"):
         shutil.copy2(ROOT / name, course / name)
     (course / ".venv").symlink_to(sys.prefix)
     assert not (course / "exchange").exists()
