@@ -4,7 +4,7 @@
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-include install.mk
+include $(dir $(lastword $(MAKEFILE_LIST)))install.mk
 STAMP := $(VENV)/.installed
 PORT ?= 8888
 # Students on the self-study route work in a copy of notebooks/, which make release never touches.

@@ -12,7 +12,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 LOCK := requirements.lock
-TORCH_VERSION := $(shell sed -n 's/^torch==//p' $(LOCK))
+TORCH_VERSION := $(shell sed -n 's/^torch==//p' $(LOCK) 2>/dev/null)
 TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
 TORCH_SPEC ?=
 NVIDIA_DRIVER ?= $(shell command -v nvidia-smi 2>/dev/null)
