@@ -52,6 +52,15 @@ class _Index(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def _serve(folder):
+    fetched = []
+    handler = functools.partial(_Index, directory=str(folder), fetched=fetched)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread, f"http://127.0.0.1:{server.server_port}/", fetched
+
+
 @pytest.fixture
 def torch_index(tmp_path):
     """PyTorch's CPU wheel index, standing in: /torch/ lists the local torch CPU wheel."""
@@ -61,12 +70,18 @@ def torch_index(tmp_path):
     (project / wheel.name).symlink_to(wheel)
     href = wheel.name.replace("+", "%2B")
     (project / "index.html").write_text(f'<!DOCTYPE html><html><body><a href="{href}">{wheel.name}</a></body></html>\n')
-    fetched = []
-    handler = functools.partial(_Index, directory=str(tmp_path / "index"), fetched=fetched)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/", wheel.name, fetched
+    server, thread, url, fetched = _serve(tmp_path / "index")
+    yield url, wheel.name, fetched
+    server.shutdown()
+    thread.join()
+
+
+@pytest.fixture
+def empty_index(tmp_path):
+    """An index without torch."""
+    (tmp_path / "empty").mkdir()
+    server, thread, url, fetched = _serve(tmp_path / "empty")
+    yield url, fetched
     server.shutdown()
     thread.join()
 
@@ -124,3 +139,21 @@ def test_a_pypi_only_machine_gets_the_cpu_build_and_no_cuda_package(tmp_path, to
     locked = _locked()
     assert {name: locked.get(name) for name in wanted} == wanted  # every version is the locked one
     assert set(locked) <= set(wanted) | set(installed)  # and the lock names nothing unused
+
+
+def test_the_cuda_build_is_a_last_resort_announced_by_a_note(tmp_path, empty_index, pypi_only):
+    """A torch version that no index has (so nothing is downloaded): your pip, then the CPU
+    index are asked, and only then PyPI's build, after the note."""
+    url, fetched = empty_index
+    make = subprocess.run(["make", "-s", "torch", f"VENV={tmp_path / 'venv'}", f"TORCH_INDEX_URL={url}",
+                           "NVIDIA_DRIVER=", "TORCH_VERSION=99.0.0"],
+                          cwd=ROOT, env=pypi_only, capture_output=True, text=True)
+    assert make.returncode != 0  # no torch 99.0.0 anywhere
+    assert "/torch/" in fetched  # the CPU index was asked
+    lines = make.stdout.splitlines()
+    assert lines[0] == f"torch 99.0.0+cpu (CPU build): not found by your pip; trying {url}", lines
+    note = " ".join(line.strip() for line in lines[1:])
+    assert note.startswith(f"NOTE: the CPU build of torch 99.0.0 was found neither by your pip nor on {url};")
+    assert "the CUDA build with its nvidia-* packages" in note
+    asked = [line for line in make.stderr.splitlines() if line.startswith("ERROR: Cannot install torch==")]
+    assert asked[-1].startswith("ERROR: Cannot install torch==99.0.0 because"), asked  # PyPI's build, last
