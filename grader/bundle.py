@@ -287,6 +287,10 @@ something is off, name the likely mistake.
 
     make lab        # installs everything into .venv the first time, then opens JupyterLab
 
+Python 3.11 and `make` are all you need. The versions installed are those of
+`requirements.lock`; torch is the CPU build where the machine has no NVIDIA driver (from
+PyTorch's CPU wheel index when your pip does not find it; `install.mk` says how).
+
 Then open `notebooks/01_bag_of_words/01_bag_of_words.ipynb` and work in order.
 
 When your course grades your work, further checks with fresh sizes and seeds run as well;
