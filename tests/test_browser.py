@@ -37,9 +37,8 @@ TIMEOUT_MS = 90_000  # generous: the other test worker may be running notebooks 
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
-# Settings of the fresh user: no question about Jupyter news over the page, and every
-# cell kept in the page (JupyterLab otherwise renders only the cells in view).
-# JupyterLab's news pop-up is switched off by the course itself (make install), not here.
+# Settings of the fresh user: every cell kept in the page (JupyterLab otherwise renders
+# only the cells in view). The news pop-up is switched off by the course itself (make install).
 USER_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
