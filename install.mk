@@ -19,7 +19,7 @@ TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
 TORCH_SPEC ?=
 NVIDIA_DRIVER ?= $(shell command -v nvidia-smi 2>/dev/null)
 SYSTEM ?= $(shell uname -s)
-PIP := $(PY) -m pip install --quiet
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 PIP_INSTALL := $(PIP) --constraint $(LOCK)
 # JupyterLab's news pop-up (announcements) is switched off in the environment.
 LAB_DISABLED := @jupyterlab/apputils-extension:announcements
