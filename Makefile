@@ -1,18 +1,17 @@
-# Two commands run the course: `make lab` opens it, `make test` checks it.
-# Everything is installed into .venv from requirements.txt and pyproject.toml.
+# Two commands run the course: `make lab` opens it, `make test` checks it; `make help` lists
+# every command. Everything is installed into .venv (install.mk): the packages named in
+# requirements.txt at the exact versions of requirements.lock, and pyproject.toml.
 
 SHELL := /bin/bash
-PYTHON ?= python3
-VENV ?= .venv
-PY := $(VENV)/bin/python
+.DEFAULT_GOAL := help
+include $(dir $(lastword $(MAKEFILE_LIST)))install.mk
 STAMP := $(VENV)/.installed
-# The CPU build of torch where there is no NVIDIA driver, so a CPU machine never
-# downloads the CUDA packages. Override, e.g. `make lab TORCH_SPEC=torch==2.13.0`.
-TORCH_SPEC ?= $(if $(shell command -v nvidia-smi 2>/dev/null),torch==2.13.0,torch==2.13.0+cpu)
 PORT ?= 8888
+# Students on the self-study route work in a copy of notebooks/, which make release never touches.
+WORK ?= work
 IP ?= 127.0.0.1
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
-LAB_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
+LAB_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/$(WORK) \
             --ip=$(IP) --port=$(PORT) $(ROOT_FLAG)
 PYTEST_ARGS ?=
 LAB_OPTS ?=
@@ -27,28 +26,50 @@ ZIP ?=
 TIMES ?=
 ASSIGNMENT ?=
 CSV ?=
-FORCE ?=
 CONFIRM ?=
+STUDENT ?=
 
 .PHONY: install lab test references execute release lab-command clean collect autograde \
         feedback export bench notebook-times release-exchange roster release-feedback clean-grades \
-        student-bundle extensions
+        student-bundle extensions help work lock
 
+## Install everything into .venv (make lab and make test do it when needed).
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+$(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
+	$(PIP_INSTALL) -r requirements.txt
+	$(PIP) --no-deps -e .
+	$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 	$(PY) -m grader.isolation install
 	@touch $@
 
-## Open the course in JupyterLab (nbgrader and widgets extensions enabled).
+## List the commands (this list; `make` alone prints it too).
+help:
+	@awk '/^## / { if (!doc) doc = substr($$0, 4); next } \
+	     /^[a-z][a-z-]*:/ { if (doc) { split($$0, t, ":"); printf "  make %-18s %s\n", t[1], doc } } \
+	     { doc = "" }' $(MAKEFILE_LIST)
+
+## Rewrite requirements.lock: install requirements.txt (after a change) into .venv, then record it.
+lock: $(VENV)/.torch
+	$(PIP) -r requirements.txt
+	@{ echo "# Every package the course installs, at its exact version: written by make lock from"; \
+	   echo "# .venv. make install and the student bundle install with it as pip constraints."; \
+	   $(PY) -m pip freeze --all --exclude pip --exclude-editable | sed 's/^torch==\([^+]*\)+.*/torch==\1/'; } > $(LOCK).new
+	@mv $(LOCK).new $(LOCK) && echo "$(LOCK): $$(grep -vc '^#' $(LOCK)) packages"
+
+## Open the course in JupyterLab at work/ (nbgrader and widgets extensions enabled).
 ## More jupyter lab options: `make lab LAB_OPTS="--no-browser ..."`.
-lab: $(STAMP)
+lab: $(STAMP) work
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
 
+## Copy the notebooks a student does not have yet from notebooks/ to work/ (never overwrites).
+work:
+	@for nb in notebooks/*/*.ipynb; do \
+	  copy="$(WORK)/$${nb#notebooks/}"; \
+	  if [ ! -e "$$copy" ]; then mkdir -p "$$(dirname "$$copy")" && cp "$$nb" "$$copy" && echo "copied $$nb to $$copy"; fi; \
+	done
+
+## Print the command make lab runs.
 lab-command:
 	@echo $(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
 
@@ -64,8 +85,7 @@ references: $(STAMP)
 execute: $(STAMP)
 	$(PY) -m grader.notebooks execute
 
-## Regenerate notebooks/ from solutions/, then check that the sources pass every test
-## and the release passes none.
+## Regenerate notebooks/ from solutions/; check that the sources pass every test, the release none.
 release: $(STAMP)
 	$(PY) -m grader.notebooks release
 
@@ -85,9 +105,9 @@ collect: $(STAMP)
 extensions: $(STAMP)
 	$(PY) -m grader.instructor extensions "$(CSV)"
 
-## Grade every submission under submitted/ (JOBS=N at once; DEVICE=cuda for the GPU).
+## Grade every submission under submitted/ (JOBS=N at once; STUDENT=s ASSIGNMENT=a regrades one).
 autograde: $(STAMP)
-	$(PY) -m grader.grading.autograde --jobs $(JOBS) $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
+	$(PY) -m grader.grading.autograde --jobs $(JOBS) $(if $(STUDENT),--student "$(STUDENT)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
 
 ## Per-student HTML feedback (hidden tests removed) under feedback/.
 feedback: $(STAMP)
@@ -101,8 +121,9 @@ release-feedback: $(STAMP)
 export: $(STAMP)
 	$(PY) -m grader.instructor export
 
-## Benchmark: a synthetic class graded by plain sequential nbgrader autograde, the embedded
-## Dask cluster with 1 and 2 workers, and an external scheduler with 2 workers (BENCH_ARGS="--students 3").
+## Benchmark autograde on a synthetic class, four ways (BENCH_ARGS="--students 3" for less).
+## The ways: plain sequential nbgrader autograde, the embedded Dask cluster with 1 and 2
+## workers, and an external scheduler with 2 workers.
 bench: $(STAMP)
 	$(PY) scripts/bench_autograde.py $(BENCH_ARGS)
 
@@ -119,10 +140,9 @@ clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
 	find . -name __pycache__ -type d -prune -not -path "./.git/*" -exec rm -rf {} +
 
-## Delete the course's state (gradebook, submissions, feedback, exchange, reports) after asking;
-## CONFIRM=yes deletes without the question.
 COURSE_STATE := gradebook.db submitted autograded feedback downloaded exchange reports grades.csv grades_canvas.csv \
                 roster.json extensions.json
+## Delete grades, submissions, feedback, exchange and reports after asking (CONFIRM=yes: no question).
 clean-grades:
 	@present="$(wildcard $(COURSE_STATE))"; \
 	if [ -z "$$present" ]; then echo "no course state to delete"; exit 0; fi; \

@@ -239,27 +239,13 @@ def _requirements():
     return "\n".join(keep) + "\n"
 
 
-def _torch_spec():
-    """The course Makefile's TORCH_SPEC lines (their comment and the setting), so the
-    bundle installs torch exactly as the course does."""
-    lines = (ROOT / "Makefile").read_text().splitlines()
-    at = next((i for i, line in enumerate(lines) if line.startswith("TORCH_SPEC ?=")), None)
-    if at is None:
-        raise BundleError("the course Makefile has no TORCH_SPEC setting")
-    start = at
-    while start > 0 and lines[start - 1].startswith("#"):
-        start -= 1
-    return "\n".join(lines[start:at + 1])
-
-
 MAKEFILE = """\
 # `make lab` installs everything into .venv (once) and opens the course in JupyterLab.
+# install.mk (the course's own) installs torch and the packages of requirements.lock.
 SHELL := /bin/bash
-PYTHON ?= python3
-VENV ?= .venv
-PY := $(VENV)/bin/python
+.DEFAULT_GOAL := lab
+include install.mk
 STAMP := $(VENV)/.installed
-{torch_spec}
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab install
@@ -268,11 +254,10 @@ lab: $(STAMP)
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
-\t@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-\t$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-\t$(PY) -m pip install --quiet -r requirements.txt
-\t$(PY) -m pip install --quiet --no-deps -e .
+$(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
+\t$(PIP_INSTALL) -r requirements.txt
+\t$(PIP) --no-deps -e .
+\t$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 \t@touch $@
 """
 
@@ -301,6 +286,10 @@ call your function on fixed inputs, compare with the expected outputs and, when
 something is off, name the likely mistake.
 
     make lab        # installs everything into .venv the first time, then opens JupyterLab
+
+Python 3.11 and `make` are all you need. The versions installed are those of
+`requirements.lock`; torch is the CPU build where the machine has no NVIDIA driver (from
+PyTorch's CPU wheel index when your pip does not find it; `install.mk` says how).
 
 Then open `notebooks/01_bag_of_words/01_bag_of_words.ipynb` and work in order.
 
@@ -339,7 +328,9 @@ def build(dest=DEST):
     (pkg / "mistakes.py").write_text(mistakes_source())
     (pkg / "diagnosis.py").write_text(diagnosis_source())
     (tmp / "requirements.txt").write_text(_requirements())
-    (tmp / "Makefile").write_text(MAKEFILE.replace("{torch_spec}", _torch_spec()))
+    (tmp / "Makefile").write_text(MAKEFILE)
+    for name in ("install.mk", "requirements.lock"):  # installed exactly as the course is
+        shutil.copy2(ROOT / name, tmp / name)
     (tmp / "pyproject.toml").write_text(PYPROJECT)
     (tmp / "README.md").write_text(README)
     (tmp / ".gitignore").write_text(".venv/\n__pycache__/\n.ipynb_checkpoints/\n")

@@ -86,13 +86,35 @@ def collect(root, zip_path=None, assignment=None, times_path=None):
         if name not in released:
             print(f"{name}: not released to the exchange (make release-exchange)")
             continue
-        before = {p.parent.name for p in (root / "submitted").glob(f"*/{name}")}
+        before = _submission_times(root, name)
         result = api.collect(name)
-        after = {p.parent.name for p in (root / "submitted").glob(f"*/{name}")}
         if result["success"]:
-            print(f"{name}: {len(after)} submission(s) in submitted/ ({len(after - before)} new)")
+            print(_collected(name, before, _submission_times(root, name)))
         else:
             print(f"{name}: collect failed: {(result.get('error') or '')[-300:]}")
+
+
+def _submission_times(root, assignment):
+    """{student: the time of their submission in submitted/} (nbgrader's timestamp.txt)."""
+    times = {}
+    for folder in Path(root).glob(f"submitted/*/{assignment}"):
+        stamp = folder / "timestamp.txt"
+        times[folder.parent.name] = stamp.read_text().strip() if stamp.exists() else ""
+    return times
+
+
+def _collected(assignment, before, after):
+    """What a collect changed in submitted/: new students, newer submissions that replaced
+    the one collected before, and those that stayed as they were."""
+    new = sorted(set(after) - set(before))
+    replaced = sorted(s for s in set(after) & set(before) if after[s] != before[s])
+    lines = [f"{assignment}: {len(after)} submission(s) in submitted/: {len(new)} new, "
+             f"{len(replaced)} replaced by a newer submission, {len(after) - len(new) - len(replaced)} unchanged"]
+    if new:
+        lines.append(f"  new: {', '.join(new)}")
+    if replaced:
+        lines.append(f"  replaced: {', '.join(replaced)} (autograde grades the newer one)")
+    return "\n".join(lines)
 
 
 def feedback(root):

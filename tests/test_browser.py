@@ -37,11 +37,9 @@ TIMEOUT_MS = 90_000  # generous: the other test worker may be running notebooks 
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
-# Settings of the fresh user: no question about Jupyter news over the page, and every
-# cell kept in the page (JupyterLab otherwise renders only the cells in view).
+# Settings of the fresh user: every cell kept in the page (JupyterLab otherwise renders
+# only the cells in view). The news pop-up is switched off by the course itself (make install).
 USER_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-        {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
@@ -106,9 +104,9 @@ class Lab:
         return f"{self.base}{path}{'&' if '?' in path else '?'}token={TOKEN}"
 
     def notebook_copy(self, assignment, suffix):
-        """A student's copy of a notebook, beside the release, with a kernel of its own."""
+        """A student's copy of a notebook in work/ (the self-study route), with a kernel of its own."""
         src = next((self.course / "notebooks" / assignment).glob("*.ipynb"))
-        dest = self.course / "notebooks" / assignment / f"{src.stem}-{suffix}.ipynb"
+        dest = self.course / "work" / assignment / f"{src.stem}-{suffix}.ipynb"
         shutil.copy(src, dest)
         return dest.relative_to(self.course).as_posix()
 
@@ -120,7 +118,8 @@ def lab(browser, tmp_path_factory):
     course.mkdir()
     for name in ("notebooks", "solutions"):
         shutil.copytree(ROOT / name, course / name)
-    for name in ("Makefile", "nbgrader_config.py", "requirements.txt", "pyproject.toml"):
+    for name in ("Makefile", "install.mk", "nbgrader_config.py", "requirements.txt", "requirements.lock",
+                 "pyproject.toml"):
         shutil.copy2(ROOT / name, course / name)
     (course / ".venv").symlink_to(sys.prefix)
     assert not (course / "exchange").exists()
@@ -198,9 +197,9 @@ class UI:
             out.write(f"{self.name}\t{what}\t{seconds:.2f}\n")
 
     # --- JupyterLab -------------------------------------------------------------------
-    def load(self, path="notebooks"):
+    def load(self, path="work"):
         """(Re)load the lab at a path under /lab/tree, in a workspace of its own so no
-        tabs come back from an earlier visit. `notebooks` is make lab's landing page."""
+        tabs come back from an earlier visit. `work` is make lab's landing page."""
         self.page.goto(self.lab.url(f"/lab/workspaces/t{uuid.uuid4().hex[:10]}/tree/{path}"))
         self.page.locator(".jp-DirListing-item").first.wait_for()
         self.broken = False
@@ -322,11 +321,15 @@ def test_landing_page_lists_the_notebooks_with_nbgrader_and_widgets(ui):
         config = json.loads(ui.page.locator("#jupyter-config-data").text_content())
         extensions = {e["name"] for e in config["federated_extensions"]}
         assert {"@jupyter/nbgrader", "@jupyter-widgets/jupyterlab-manager"} <= extensions, extensions
+        assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
     with ui.step("nbgrader menu"):
         ui.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Nbgrader$")).click()
-        items = ui.page.locator(".lm-Menu-itemLabel").all_inner_texts()
+        items = ui.page.locator(".lm-Menu-itemLabel:visible").all_inner_texts()
         assert {"Assignment List", "Formgrader"} <= set(items), items
+        assert [item for item in items if "formgrader" in item.lower()] == ["Formgrader"], items
+    with ui.step("no news pop-up"):  # the screenshot before shows the menu as it is seen
         ui.page.keyboard.press("Escape")
+        assert not ui.page.get_by_text("Jupyter news").count()
 
 
 def _widget(ui, cell_code):

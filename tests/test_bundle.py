@@ -15,8 +15,8 @@ import torch
 from grader import bundle, notebooks, reference
 
 REPO = Path(__file__).resolve().parent.parent
-TOP_LEVEL = {"README.md", "Makefile", "pyproject.toml", "requirements.txt", ".gitignore",
-             "notebooks", "notebook_helpers", "data", "grader"}
+TOP_LEVEL = {"README.md", "Makefile", "install.mk", "pyproject.toml", "requirements.txt",
+             "requirements.lock", ".gitignore", "notebooks", "notebook_helpers", "data", "grader"}
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,25 @@ def test_the_bundle_holds_what_students_need_and_nothing_of_the_instructors(buil
     assert "pytest" not in (built / "requirements.txt").read_text()
     table = torch.load(built / "data" / "stored_outputs.pt", weights_only=True)
     assert table and all(isinstance(k, str) for k in table)
+
+
+def test_the_bundle_installs_as_the_course_does_from_the_same_lock(built, tmp_path):
+    for name in ("install.mk", "requirements.lock"):
+        assert (built / name).read_bytes() == (REPO / name).read_bytes(), name
+    locked = {line.split("==")[0].lower() for line in (REPO / "requirements.lock").read_text().splitlines()
+              if line and not line.startswith("#")}
+    wanted = [re.split(r"[<>=\[]", line)[0].lower() for line in (built / "requirements.txt").read_text().split()]
+    assert "torch" in wanted and set(wanted) <= locked
+    # what `make lab` runs there on a machine without an NVIDIA driver (-n: printed, not run)
+    venv = tmp_path / "venv"
+    plan = subprocess.run(["make", "-n", "lab", f"VENV={venv}", "NVIDIA_DRIVER="], cwd=built,
+                          capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr
+    version = next(line.split("==")[1] for line in (REPO / "requirements.lock").read_text().splitlines()
+                   if line.startswith("torch=="))
+    assert f'--index-url "https://download.pytorch.org/whl/cpu" "torch=={version}+cpu"' in plan.stdout
+    assert "--constraint requirements.lock -r requirements.txt" in plan.stdout
+    assert "jupyter lab" in plan.stdout
 
 
 def test_no_solution_hidden_test_or_reference_code_is_in_the_bundle(built):

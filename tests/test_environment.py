@@ -1,31 +1,61 @@
 """Set-up files agree with each other."""
 import re
+from importlib.metadata import distributions
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _requirements():
-    lines = (ROOT / "requirements.txt").read_text().splitlines()
+def _lines(name):
+    lines = (ROOT / name).read_text().splitlines()
     return [l.strip() for l in lines if l.strip() and not l.startswith("#")]
 
 
-def test_environment_yml_matches_requirements():
+def _locked():
+    return {canonicalize_name(name): version for name, version in
+            (line.split("==") for line in _lines("requirements.lock"))}
+
+
+def test_environment_yml_installs_from_requirements_and_the_lock():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert pip == _requirements()
+    assert pip == ["-r requirements.txt", "-c requirements.lock"]
     assert "python=3.11" in env["dependencies"]
 
 
+def test_every_requirement_is_locked_at_a_version_it_allows():
+    locked = _locked()
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+==[A-Za-z0-9.]+", line) for line in _lines("requirements.lock"))
+    for line in _lines("requirements.txt"):
+        req = Requirement(line)
+        name = canonicalize_name(req.name)
+        assert name in locked, f"{req.name} is not in requirements.lock: run make lock"
+        assert req.specifier.contains(locked[name], prereleases=True), (line, locked[name])
+
+
+def test_the_installed_environment_is_the_locked_one():
+    locked = _locked()
+    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in distributions()}
+    drift = {name: (version, installed.get(name)) for name, version in locked.items()
+             if Version(installed.get(name, "0")).public != version}
+    assert not drift, f"installed versions differ from requirements.lock (locked, installed): {drift}"
+
+
 def test_torch_is_pinned_and_makefile_never_pulls_cuda_on_a_cpu_machine():
-    assert "torch==2.13.0" in _requirements()
-    makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"TORCH_SPEC \?= .*nvidia-smi.*torch==2\.13\.0,torch==2\.13\.0\+cpu", makefile)
+    assert "torch==2.13.0" in _lines("requirements.txt") and _locked()["torch"] == "2.13.0"
+    makefile, install_mk = (ROOT / "Makefile").read_text(), (ROOT / "install.mk").read_text()
+    assert re.search(r"^include .*install\.mk$", makefile, re.M)
+    assert re.search(r"NVIDIA_DRIVER \?= .*nvidia-smi", install_mk)
+    assert 'elif $(PIP_INSTALL) --no-deps "torch==$(TORCH_VERSION)+cpu"' in install_mk
     # torch is installed before the requirements, so they find it already satisfied
-    install = makefile[makefile.index("$(STAMP):"):]
-    assert install.index('"$(TORCH_SPEC)"') < install.index("-r requirements.txt")
+    assert re.search(r"\$\(STAMP\): \$\(VENV\)/\.torch ", makefile)
+    assert "PIP_INSTALL := $(PIP) --constraint $(LOCK)" in install_mk
+    assert "\t$(PIP_INSTALL) -r requirements.txt" in makefile
 
 
 def test_ci_runs_the_readme_test_command():

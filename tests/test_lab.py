@@ -39,7 +39,7 @@ def lab():
 
 def test_lab_command_is_the_one_make_lab_runs():
     makefile = (ROOT / "Makefile").read_text()
-    assert "lab: $(STAMP)\n\t$(VENV)/bin/jupyter lab $(LAB_ARGS)" in makefile
+    assert "lab: $(STAMP) work\n\t$(VENV)/bin/jupyter lab $(LAB_ARGS)" in makefile
 
 
 def test_lab_serves_with_nbgrader_and_widgets_extensions(lab):

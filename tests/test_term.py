@@ -172,7 +172,7 @@ def test_plain_nbgrader_autograde_applies_the_course_late_policy(tmp_path):
         assert sub.score == 10.0 and sub.late_submission_penalty == pytest.approx(3.0)  # 3 days x 10 %
 
 
-def test_exchange_route_release_fetch_submit_collect(tmp_path):
+def test_exchange_route_release_fetch_submit_collect(tmp_path, capsys):
     root = synthetic.make_course(tmp_path / "course")
     instructor.release_exchange(root, A)
     assert (root / "exchange" / "self-attention" / "outbound" / A / NB).exists()
@@ -192,8 +192,19 @@ def test_exchange_route_release_fetch_submit_collect(tmp_path):
     nbformat.write(synthetic.answered(root, A, A), home / A / NB)
     run("submit", A, "--student=ada")
     instructor.collect(root, assignment=A)
+    assert f"{A}: 1 submission(s) in submitted/: 1 new, 0 replaced by a newer submission, 0 unchanged" \
+        in capsys.readouterr().out
     folder = root / "submitted" / "ada" / A
-    assert (folder / NB).exists() and (folder / "timestamp.txt").read_text()
+    first = (folder / "timestamp.txt").read_text()
+    assert (folder / NB).exists() and first
+
+    run("submit", A, "--student=ada")  # handed in again: the newer submission replaces the first
+    instructor.collect(root, assignment=A)
+    out = capsys.readouterr().out
+    assert "1 submission(s) in submitted/: 0 new, 1 replaced by a newer submission, 0 unchanged" in out, out
+    assert "replaced: ada" in out and (folder / "timestamp.txt").read_text() != first
+    instructor.collect(root, assignment=A)
+    assert "0 new, 0 replaced by a newer submission, 1 unchanged" in capsys.readouterr().out
 
 
 def test_make_clean_keeps_grades_and_clean_grades_asks(tmp_path):

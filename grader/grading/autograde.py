@@ -4,6 +4,9 @@
                                        [--memory 6GiB] [--device cuda] [--student S]
                                        [--assignment A]
 
+`--student` (make autograde STUDENT=...) regrades that student's submissions even when
+they are unchanged; with `--assignment` (ASSIGNMENT=...) only that one.
+
 Each submission is one task, `grader.grading.submission.grade_submission(job)`: a pure
 function of the submission's files, the assignment's source and the grading settings,
 run in a course folder of its own. By default the tasks run on an embedded
@@ -524,11 +527,17 @@ def main(argv=None):
     parser.add_argument("--budget", type=int, default=None, help="seconds per notebook")
     parser.add_argument("--memory", default=os.environ.get("MEMORY") or WORKER_MEMORY,
                         help=f"memory limit of each embedded worker (default {WORKER_MEMORY})")
-    parser.add_argument("--student", action="append", help="only these students")
+    parser.add_argument("--student", action="append",
+                        help="only these students; their submissions are regraded even when unchanged")
     parser.add_argument("--assignment", action="append", help="only these assignments")
     parser.add_argument("--root", default=str(layout.ROOT))
     args = parser.parse_args(argv)
-    grading = Grading(args.root, jobs=args.jobs, device=args.device, force=args.force,
+    chosen = set(layout.discover(args.root, args.student, args.assignment))
+    if (args.student or args.assignment) and not chosen:
+        print(f"autograde: no submission of {_selection(args)} under {Path(args.root) / 'submitted'}",
+              file=sys.stderr)
+        return 2
+    grading = Grading(args.root, jobs=args.jobs, device=args.device, force=args.force or bool(args.student),
                       budget=args.budget, scheduler=args.scheduler, memory=args.memory)
     start = time.monotonic()
     stopped = None
@@ -537,15 +546,33 @@ def main(argv=None):
     except RunStopped as err:
         stopped, summary = err, err.summary or {"graded": 0, "needs_attention": 0, "skipped": 0}
     where = args.scheduler or f"{grading.jobs} local worker(s)"
-    print(f"autograde: {summary['graded']} graded, {summary['needs_attention']} need attention, "
-          f"{summary['skipped']} unchanged and skipped, in {time.monotonic() - start:.1f} s "
-          f"on {where}")
-    for student, assignment, entry in grading.status.attention():
+    print(_summary(summary, len(chosen), _selection(args), time.monotonic() - start, where))
+    attention = [(s, a, e) for s, a, e in grading.status.attention() if (s, a) in chosen]
+    for student, assignment, entry in attention:
         print(f"  NEEDS ATTENTION {student} / {assignment}: {entry['reason']}")
     if stopped:
         print(f"autograde: STOPPED: {stopped}", file=sys.stderr)
         return 1
     return 0
+
+
+def _selection(args):
+    """The submissions a run was asked for, in words."""
+    students = ", ".join(args.student or []) or "every student"
+    assignments = ", ".join(args.assignment or []) or "every assignment"
+    return f"{students} / {assignments}"
+
+
+def _summary(summary, found, selection, seconds, where):
+    """The closing lines of a run: what happened to the submissions it was asked for."""
+    done = summary["graded"] + summary["needs_attention"] + summary["skipped"]
+    lines = [f"autograde: {found} submission(s) of {selection}: {summary['graded']} graded, "
+             f"{summary['needs_attention']} need attention, {summary['skipped']} unchanged and skipped"
+             + (" (their grades stand; FORCE=1 grades them again)" if summary["skipped"] else "")
+             + f"; {seconds:.1f} s on {where}"]
+    if done < found:
+        lines.append(f"  {found - done} not reached: the run stopped; run again to grade them")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

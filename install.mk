@@ -1,0 +1,49 @@
+# How torch and the locked packages get into $(VENV). The course Makefile includes this
+# file and the student bundle ships a copy, so both install the same way.
+#
+# requirements.lock holds every package's exact version; torch comes first, as
+#   - the normal build (from PyPI) where there is an NVIDIA driver (nvidia-smi), or where
+#     the system is not Linux (PyPI's builds for macOS and Windows have no CUDA packages);
+#   - elsewhere the CPU build, `torch==<version>+cpu`: first wherever your own pip finds it,
+#     then from PyTorch's CPU wheel index (TORCH_INDEX_URL), and only as a last resort
+#     PyPI's build, which brings the CUDA packages (a printed note says so).
+# `make ... TORCH_SPEC=...` installs that torch instead (a build of the locked version, e.g. a
+# wheel file).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+LOCK := requirements.lock
+TORCH_VERSION := $(shell sed -n 's/^torch==//p' $(LOCK) 2>/dev/null)
+TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
+TORCH_SPEC ?=
+NVIDIA_DRIVER ?= $(shell command -v nvidia-smi 2>/dev/null)
+SYSTEM ?= $(shell uname -s)
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+PIP_INSTALL := $(PIP) --constraint $(LOCK)
+# JupyterLab's news pop-up (announcements) is switched off in the environment.
+LAB_DISABLED := @jupyterlab/apputils-extension:announcements
+
+.PHONY: torch
+## Install only torch into .venv (the CPU build where there is no NVIDIA driver).
+torch: $(VENV)/.torch
+
+$(VENV)/.torch: $(LOCK)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if [ -n "$(TORCH_SPEC)" ]; then \
+	  $(PIP) "$(TORCH_SPEC)"; \
+	elif [ -n "$(NVIDIA_DRIVER)" ] || [ "$(SYSTEM)" != Linux ]; then \
+	  $(PIP_INSTALL) "torch==$(TORCH_VERSION)"; \
+	elif $(PIP_INSTALL) --no-deps "torch==$(TORCH_VERSION)+cpu" 2>/dev/null; then \
+	  echo "torch $(TORCH_VERSION)+cpu (CPU build): found by your pip"; \
+	elif echo "torch $(TORCH_VERSION)+cpu (CPU build): not found by your pip; trying $(TORCH_INDEX_URL)" && \
+	     $(PIP_INSTALL) --no-deps --index-url "$(TORCH_INDEX_URL)" "torch==$(TORCH_VERSION)+cpu"; then \
+	  echo "torch $(TORCH_VERSION)+cpu (CPU build): installed from $(TORCH_INDEX_URL)"; \
+	else \
+	  echo "NOTE: the CPU build of torch $(TORCH_VERSION) was found neither by your pip nor on"; \
+	  echo "      $(TORCH_INDEX_URL); installing PyPI's torch==$(TORCH_VERSION) instead, the CUDA"; \
+	  echo "      build with its nvidia-* packages (several GB). To have the CPU build instead:"; \
+	  echo "      make clean, then again with TORCH_INDEX_URL=<a CPU wheel index> or TORCH_SPEC=<a wheel>."; \
+	  $(PIP_INSTALL) "torch==$(TORCH_VERSION)"; \
+	fi
+	@touch $@
