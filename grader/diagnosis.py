@@ -1070,7 +1070,8 @@ def shortcut(key, facts, forbidden):
         if last in attrs:
             return full
         for name, d in _globals(facts).items():
-            if d.get("type") in ("function", "class") and (d.get("name") == last or name == last):
+            if d.get("type") in ("function", "class") and (d.get("name") == last or name == last) \
+                    and d.get("module") != "__main__":  # not the student's own function of that name
                 return full
     return None
 

@@ -130,3 +130,66 @@ def test_the_course_answers_are_neither_refused_nor_flagged(source):
 def test_strings_built_from_literals_are_read(expr, text):
     import ast
     assert constant_text(ast.parse(expr, mode="eval").body) == text
+
+
+# --- found by trying to get round the scan ----------------------------------------------
+
+@pytest.mark.parametrize("key,code", [
+    ("scaled_dot_product_attention",  # a method added to torch's Tensor, called on q
+     "torch.Tensor.attend = lambda q, k, v, m=None: F.scaled_dot_product_attention(q, k, v)\n"
+     "def scaled_dot_product_attention(q, k, v, mask=None):\n    return q.attend(k, v, mask)\n"),
+    ("bag_of_words_loop",  # the in-place form of a forbidden function
+     "def bag_of_words_loop(x):\n    T = x.shape[1]\n"
+     "    return x.clone().cumsum_(1) / torch.arange(1, T + 1).view(1, T, 1)\n"),
+    ("scaled_dot_product_attention",  # one of torch's private variants
+     "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+     "    return torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0]\n"),
+    ("batched_multi_head_attention",  # inheriting, through a name bound by :=
+     "(Base := nn.MultiheadAttention)\nclass BatchedMultiHeadAttention(Base):\n    pass\n"),
+    ("scaled_dot_product_attention",  # a name bound by :=
+     "(attend := F.scaled_dot_product_attention)\n"
+     "def scaled_dot_product_attention(q, k, v, mask=None):\n    return attend(q, k, v)\n"),
+    ("scaled_dot_product_attention",  # a name bound by a match pattern
+     "match F.scaled_dot_product_attention:\n    case attend:\n        pass\n"
+     "def scaled_dot_product_attention(q, k, v, mask=None):\n    return attend(q, k, v)\n"),
+    ("scaled_dot_product_attention",  # a global set inside a function run at the top level
+     "def setup():\n    global attend\n    attend = F.scaled_dot_product_attention\nsetup()\n"
+     "def scaled_dot_product_attention(q, k, v, mask=None):\n    return attend(q, k, v)\n"),
+])
+def test_shortcuts_reached_in_roundabout_ways_fail(key, code):
+    assert scan(notebook(code)).uses(DEFAULTS[key], EXERCISES[key].name) is not None
+
+
+def test_a_change_to_torchs_own_objects_is_flagged():
+    code = "torch.Tensor.attend = lambda q, k, v: q\n"
+    assert "dispatch" in {f.kind for f in scan(notebook(code)).flags}
+
+
+def test_a_local_name_shared_with_a_scratch_cell_is_not_a_shortcut():
+    code = ("out = F.scaled_dot_product_attention(torch.ones(1, 2, 3), torch.ones(1, 2, 3), torch.ones(1, 2, 3))\n"
+            "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+            "    out = torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, dim=-1) @ v\n    return out\n")
+    assert scan(notebook(code)).uses(DEFAULTS["scaled_dot_product_attention"],
+                                     "scaled_dot_product_attention") is None
+
+
+def test_the_students_own_function_of_a_forbidden_name_is_not_a_shortcut():
+    """08's cache calling the student's own 05 answer (the in-kernel watch and the scan)."""
+    from grader import diagnosis
+    from grader.student_call import code_facts
+
+    code = ("def scaled_dot_product_attention(q, k, v, mask=None):\n"
+            "    return torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, dim=-1) @ v\n"
+            "class CachedSelfAttention(nn.Module):\n"
+            "    def forward(self, x):\n        return scaled_dot_product_attention(x, x, x)\n")
+    space = {"__name__": "__main__"}
+    exec(IMPORTS + code, space)
+    facts = code_facts(space["CachedSelfAttention"])
+    assert diagnosis.shortcut("cached_attention", facts, DEFAULTS) is None
+    assert scan(notebook(code)).uses(DEFAULTS["cached_attention"], "CachedSelfAttention") is None
+
+
+def test_flags_quote_no_markup_from_the_student():
+    code = 'getattr(F, "<img src=x onerror=alert(1)>" + "[a](javascript:x)")'
+    texts = " ".join(f.text() for f in scan(notebook(code)).flags)
+    assert texts and not any(c in texts for c in "<>[]") and "javascript:" not in texts

@@ -74,3 +74,19 @@ def test_every_notebook_answered_is_unflagged():
         a = src.parent.name
         nb = synthetic.answered(ROOT, a, src.stem)
         assert changes(nb, nbformat.read(src, as_version=4)) == [], a
+
+
+def test_an_answer_moved_out_of_a_deleted_solution_cell_is_not_tampering():
+    nb = synthetic.answered(ROOT, A, A)
+    solution = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    nb.cells[nb.cells.index(solution)] = nbformat.v4.new_code_cell(solution.source)
+    assert changes(nb, source()) == []
+
+
+def test_flags_quote_no_markup_from_a_forged_cell():
+    nb = synthetic.answered(ROOT, A, A)
+    nb.cells.append(nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {
+        "grade": True, "grade_id": "<img src=x onerror=alert(1)>", "locked": True, "points": 1,
+        "solution": "<b>yes</b>"}}))
+    text = " ".join(f.text() for f in changes(nb, source()))
+    assert text and "<" not in text and ">" not in text

@@ -10,6 +10,8 @@ notebook. Here the copy loses its nbgrader metadata entirely: it becomes an ordi
 cell of the student's, run like any other, and the first cell with that grade_id is the
 one graded.
 """
+import re
+
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from traitlets import Any, Bool, List, Set, Unicode
 from nbgrader.preprocessors import DeduplicateIds
@@ -55,8 +57,8 @@ def _allowed_attribute(tag, name, value):
     never sends a request off the page."""
     if name in ("class", "title"):
         return True
-    if tag == "a":
-        return name == "href"
+    if tag == "a":  # bleach keeps http, https, mailto and data: no data here
+        return name == "href" and not value.strip().lower().startswith("data:")
     if tag == "img":
         if name == "alt":
             return True
@@ -83,8 +85,9 @@ class NoActiveContent(SanitizeHTML):
       outputs are cleaned; every other type (JavaScript, SVG, widget views, any other
       renderer's data) is removed, and the output's plain-text form (if any) is kept with a
       note of what was removed.
-    - The notebook's widget state (which makes a page load the widget manager's code) and
-      cell attachments other than PNG/JPEG images are removed.
+    - The notebook's widget state (which makes a page load the widget manager's code),
+      cell attachments other than PNG/JPEG images, and every output metadata but numeric
+      image sizes (the templates write them into the page) are removed.
     """
 
     enabled = Bool(True, help="on wherever it is listed (nbgrader registers preprocessors "
@@ -105,8 +108,6 @@ class NoActiveContent(SanitizeHTML):
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type in ("markdown", "raw"):
-            cell.source = self._markdown(cell.source) if cell.cell_type == "markdown" \
-                else self.sanitize_html_tags(cell.source)
             attachments = cell.get("attachments") or {}
             for name in list(attachments):
                 kept = {k: v for k, v in attachments[name].items() if k in ("image/png", "image/jpeg")}
@@ -114,21 +115,45 @@ class NoActiveContent(SanitizeHTML):
                     attachments[name] = kept
                 else:
                     del attachments[name]
+            cell.source = self._markdown(cell.source, attachments) if cell.cell_type == "markdown" \
+                else self.sanitize_html_tags(cell.source)
             return cell, resources
         if cell.cell_type == "code":
             cell.outputs = self.sanitize_code_outputs(cell.get("outputs", []))
         return cell, resources
 
-    def _markdown(self, text):
+    def sanitize_html_tags(self, html_str):
+        """bleach with the course's tags and attribute filter; data: addresses are allowed
+        through bleach's protocol check for inline images only (_allowed_attribute)."""
+        from bleach import clean
+        from bleach.css_sanitizer import CSSSanitizer
+
+        return clean(html_str, tags=self.tags, attributes=self.attributes, strip=self.strip,
+                     strip_comments=self.strip_comments, protocols={"http", "https", "mailto", "data"},
+                     css_sanitizer=CSSSanitizer(allowed_css_properties=[]))
+
+    def _markdown(self, text, attachments=None):
+        from nbconvert.filters.markdown_mistune import InvalidNotebook
+
         if not text.strip():
             return text
-        return self.sanitize_html_tags(markdown2html_text(text))
+        attachments = attachments or {}
+        # a reference to an attachment that is not there (removed above) is no image
+        text = re.sub(r"attachment:([^\s)\"'>]+)",
+                      lambda m: m.group(0) if m.group(1) in attachments else f"removed:{m.group(1)}", text)
+        try:
+            return self.sanitize_html_tags(markdown2html_text(text, attachments))
+        except InvalidNotebook:
+            return self.sanitize_html_tags(markdown2html_text(text.replace("attachment:", "removed:")))
 
     def sanitize_code_outputs(self, outputs):
         for output in outputs:
             data = output.get("data")
             if output.get("output_type") not in ("display_data", "execute_result") or not data:
                 continue
+            # the templates write an image's width and height into its tag, and take its
+            # address from metadata.filenames: only plain numbers survive
+            output["metadata"] = _safe_metadata(output.get("metadata") or {})
             if "text/markdown" in data:
                 markdown = data.pop("text/markdown")
                 data.setdefault("text/html", markdown2html_text(markdown))
@@ -143,10 +168,25 @@ class NoActiveContent(SanitizeHTML):
         return outputs
 
 
-def markdown2html_text(text):
-    """nbconvert's Markdown to HTML (math kept for MathJax), without heading anchors: the
-    result is shown again as a Markdown cell, where an anchor's mark would be visible."""
+def markdown2html_text(text, attachments=None):
+    """nbconvert's Markdown to HTML (math kept for MathJax; images pasted into the cell
+    inlined from its attachments), without heading anchors: the result is shown again as a
+    Markdown cell, where an anchor's mark would be visible."""
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
     text = text if isinstance(text, str) else "".join(text)
-    return MarkdownWithMath(renderer=IPythonRenderer(escape=False, exclude_anchor_links=True)).render(text)
+    renderer = IPythonRenderer(escape=False, exclude_anchor_links=True, attachments=attachments or {})
+    return MarkdownWithMath(renderer=renderer).render(text)
+
+
+def _safe_metadata(metadata):
+    """An output's metadata with only what is safe to write into a page: for each image
+    type, a numeric width and height."""
+    safe = {}
+    for mime, value in metadata.items():
+        if mime in ("image/png", "image/jpeg") and isinstance(value, dict):
+            kept = {k: v for k, v in value.items() if k in ("width", "height")
+                    and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if kept:
+                safe[mime] = kept
+    return safe

@@ -54,6 +54,13 @@ CODE_FROM_TEXT = {"exec", "eval", "compile", "__import__"}
 COURSE_MODULES = ("grader", "notebook_helpers")
 
 
+def shown(text, limit=60):
+    """Student text as a flag may quote it: letters, digits and ``_.-`` only (flags end up
+    in pages that render Markdown and HTML), at most `limit` characters."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "_.- ") else "?" for c in str(text))
+    return safe if len(safe) <= limit else safe[:limit] + "..."
+
+
 @dataclass(frozen=True)
 class Flag:
     """A way of hiding found in the student's code, for the instructor to look at."""
@@ -73,33 +80,42 @@ class Scan:
     flags: list = field(default_factory=list)  # [Flag]
     unreadable: list = field(default_factory=list)  # cells that are not Python: [cell index]
     own: set = field(default_factory=set)  # functions and classes the student defines
+    attribute_definitions: dict = field(default_factory=dict)  # attr set at top level -> [(cell, node)]
 
     def uses(self, forbidden_names, student_name):
         """The first forbidden function (as listed) that student_name's code, or anything
-        it reaches through the student's top-level names, uses; or None."""
-        wanted = {}
+        it reaches through the student's top-level names, uses; or None. A name matches
+        its in-place form (``cumsum_``) and torch's private variants of it
+        (``_scaled_dot_product_attention_math``) too."""
+        lasts = {}
         for full in forbidden_names:  # torch.softmax and F.softmax: the first listed names it
-            wanted.setdefault(full.split(".")[-1], full)
-        if not wanted:
+            lasts.setdefault(full.split(".")[-1], full)
+        if not lasts:
             return None
         fallback = None
         for node in self._reach(student_name):
             for name in _names_used(node, self.own):
                 if name in forbidden_names:  # as written: F.softmax
                     return name
-                fallback = fallback or wanted.get(name)
+                fallback = fallback or next((full for last, full in lasts.items()
+                                             if names_match(name, last)), None)
         return fallback
 
     def _reach(self, start):
+        """The definitions start's code reaches: the top-level definitions of the names it
+        reads (not its own locals), and of attributes that top-level code sets
+        (``torch.Tensor.attend = ...``) and it uses; and theirs, and so on."""
         todo, seen, nodes = [start], set(), []
         while todo:
             name = todo.pop()
             if name in seen:
                 continue
             seen.add(name)
-            for _, node in self.definitions.get(name, ()):
+            for _, node in [*self.definitions.get(name, ()), *self.attribute_definitions.get(name, ())]:
                 nodes.append(node)
-                todo.extend(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+                todo.extend(free_names(node))
+                todo.extend(n.attr for n in ast.walk(node)
+                            if isinstance(n, ast.Attribute) and n.attr in self.attribute_definitions)
         return nodes
 
     def to_json(self):
@@ -185,6 +201,8 @@ def scan(nb, course=None):
         for node in tree.body:
             for name in _defined(node):
                 result.definitions.setdefault(name, []).append((index, node))
+            for attr in _attributes_set(node):
+                result.attribute_definitions.setdefault(attr, []).append((index, node))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 result.own.add(node.name)
         result.flags.extend(_hiding(tree, index, modules))
@@ -214,8 +232,13 @@ def imported_names(nb):
 
 
 def _defined(node):
-    """Top-level names a statement binds."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    """Top-level names a statement binds: definitions, imports, assignment targets, names
+    bound by ``:=`` or a ``match`` pattern outside functions, and names a function declares
+    ``global`` (its code is where they get their value)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        declared = [name for n in ast.walk(node) if isinstance(n, ast.Global) for name in n.names]
+        return [node.name, *declared]
+    if isinstance(node, ast.ClassDef):
         return [node.name]
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return [(a.asname or a.name).split(".")[0] for a in node.names]
@@ -229,24 +252,95 @@ def _defined(node):
     elif isinstance(node, (ast.With, ast.AsyncWith)):
         targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
     names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-    if isinstance(node, (ast.If, ast.Try, ast.For, ast.While, ast.With)):
-        for child in ast.iter_child_nodes(node):  # definitions inside a top-level block
-            if isinstance(child, ast.stmt):
+    names += [n.target.id for n in _outside_functions(node) if isinstance(n, ast.NamedExpr)]
+    names += [n.name for n in _outside_functions(node)
+              if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name]
+    names += [n.rest for n in _outside_functions(node) if isinstance(n, ast.MatchMapping) and n.rest]
+    if isinstance(node, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match)):
+        for child in ast.walk(node):  # definitions inside a top-level block
+            if child is not node and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                        ast.ClassDef, ast.Import, ast.ImportFrom, ast.Assign)):
                 names.extend(_defined(child))
     return names
+
+
+def _outside_functions(node):
+    """The nodes of a statement, not descending into functions and lambdas."""
+    todo = [node]
+    while todo:
+        item = todo.pop()
+        yield item
+        todo.extend(c for c in ast.iter_child_nodes(item)
+                    if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+
+def _attributes_set(node):
+    """Attribute names a top-level statement sets (``torch.Tensor.attend = ...``)."""
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+    return [t.attr for t in targets if isinstance(t, ast.Attribute)]
+
+
+def free_names(node):
+    """The names a piece of code reads from outside: name loads, less the parameters and
+    local variables of the functions (and lambdas) they appear in."""
+    out = []
+
+    def visit(n, bound):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for outer in [*getattr(n, "decorator_list", []), *n.args.defaults,
+                          *[d for d in n.args.kw_defaults if d is not None]]:
+                visit(outer, bound)
+            inner = bound | _locals(n)
+            for child in (n.body if isinstance(n.body, list) else [n.body]):
+                visit(child, inner)
+            return
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound:
+            out.append(n.id)
+        for child in ast.iter_child_nodes(n):
+            visit(child, bound)
+
+    visit(node, frozenset())
+    return out
+
+
+def _locals(fn):
+    """A function's parameters and the names it binds, less those it declares global."""
+    args = fn.args
+    names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+    declared = set()
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared.update(n.names)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not fn:
+            names.add(n.name)
+        elif isinstance(n, ast.alias):
+            names.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        elif isinstance(n, ast.arg):
+            names.add(n.arg)
+    return names - declared
+
+
+def names_match(used, last):
+    """Whether a name the code uses is the forbidden function `last`: itself, its in-place
+    form (``cumsum_``), or one of torch's private variants (``_scaled_dot_product_attention_math``)."""
+    return used == last or used == f"{last}_" or (used.startswith("_") and last in used)
 
 
 def _names_used(node, own=()):
     """Every name a piece of code uses: attributes, globals (not the student's own functions
     and classes, whose code is followed instead), imported names, and strings (literal or
     built from literals) that spell a name."""
+    yield from (name for name in free_names(node) if name not in own)
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute):
             yield sub.attr
             if isinstance(sub.value, ast.Name):
                 yield f"{sub.value.id}.{sub.attr}"
-        elif isinstance(sub, ast.Name) and sub.id not in own:
-            yield sub.id
         elif isinstance(sub, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and \
                 not (isinstance(sub, ast.Constant) and not isinstance(sub.value, str)):
             text = constant_text(sub)
@@ -343,7 +437,7 @@ def _hiding(tree, cell, modules=()):
                     flag("dynamic_access", node, f"{callee} with a name computed at run time")
                 elif name_arg is not None and not isinstance(name_arg, ast.Constant):
                     flag("dynamic_access", node,
-                         f"{callee} with a name built from pieces ({constant_text(name_arg)!r})")
+                         f"{callee} with a name built from pieces ({shown(constant_text(name_arg))})")
             elif callee in ("vars", "globals") and (callee == "globals" or node.args and on_module(node.args[0])):
                 flag("dynamic_access", node, f"{callee}() read as a table of names")
             elif callee == "setattr" and node.args and (_course_module(node.args[0]) or on_module(node.args[0])):
@@ -383,6 +477,8 @@ def _hiding(tree, cell, modules=()):
             for target in targets:
                 if isinstance(target, ast.Attribute) and _course_module(target.value):
                     flag("course_module", node, "changes the course's code")
+                elif isinstance(target, ast.Attribute) and on_module(target.value):
+                    flag("dispatch", node, f"changes torch's own objects (sets .{shown(target.attr)})")
     return _unique(flags)
 
 

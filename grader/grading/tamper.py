@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.grading.scan import Flag
+from grader.grading.scan import Flag, shown
 
 METADATA_KEY = "grading"
 COMPARED = ("grade", "solution", "locked", "task", "points")
@@ -75,7 +75,8 @@ def changes(submitted, source, restore=False):
         known.add(grade_id)
         found = by_id.get(grade_id, [])
         if not found:
-            flags.append(Flag("deleted", -1, 0, f"{kind} {grade_id} was deleted (graded from the source)"))
+            if not meta.get("solution"):  # an answer may move to a cell of the student's own
+                flags.append(Flag("deleted", -1, 0, f"{kind} {grade_id} was deleted (graded from the source)"))
             continue
         if len(found) > 1 and not meta.get("solution"):  # a copied answer cell is the student's own
             cells = ", ".join(str(i + 1) for i, _ in found)
@@ -83,12 +84,12 @@ def changes(submitted, source, restore=False):
                               f"{kind} {grade_id} appears {len(found)} times (cells {cells}); the first is graded"))
         index, mine = found[0]
         theirs = mine.metadata["nbgrader"]
-        changed = [f"{k}: {meta.get(k)!r} -> {theirs.get(k)!r}" for k in COMPARED
+        changed = [f"{k}: {meta.get(k)!r} -> {shown(repr(theirs.get(k)), 20)}" for k in COMPARED
                    if (meta.get(k) or None) != (theirs.get(k) or None)
                    and not (k == "points" and not meta.get("grade"))]
         if mine.cell_type != cell.cell_type and not meta.get("solution"):  # (an answer typed as
             # Markdown by accident is graded as nbgrader grades it, unflagged)
-            changed.insert(0, f"cell type: {cell.cell_type} -> {mine.cell_type}")
+            changed.insert(0, f"cell type: {cell.cell_type} -> {shown(mine.cell_type, 20)}")
         if changed:
             flags.append(Flag("metadata", index, 0,
                               f"{kind} {grade_id}: nbgrader metadata changed ({'; '.join(changed)}); "
@@ -102,8 +103,8 @@ def changes(submitted, source, restore=False):
         if grade_id not in known:
             index, _ = found[0]
             flags.append(Flag("unknown", index, 0,
-                              f"cell {grade_id} claims to be graded but is not in the assignment; "
-                              "run as an ordinary cell"))
+                              f"cell {shown(grade_id)} claims to be graded but is not in the "
+                              "assignment; run as an ordinary cell"))
     return flags
 
 

@@ -1,0 +1,120 @@
+"""No active content: what NoActiveContent (nbconvert's SanitizeHTML, set up for notebooks)
+leaves of a submission, and what the formgrader's and feedback's exporter then writes."""
+import copy
+import re
+
+import nbformat
+import pytest
+from traitlets.config.loader import PyFileConfigLoader
+
+from grader.grading import layout
+from grader.grading.sanitize import NoActiveContent
+
+ROOT = layout.ROOT
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+HOSTILE_MARKDOWN = [
+    "<script>alert(1)</script>", '<img src="x" onerror="alert(1)">', "[a](javascript:alert(1))",
+    '<a href="data:text/html,<script>alert(1)</script>">d</a>', "![t](http://evil.example/t.png)",
+    '<iframe srcdoc="<script>alert(1)</script>"></iframe>', '<svg onload="alert(1)"></svg>',
+    '<style>@import url(http://evil.example/s.css)</style>', '<meta http-equiv="refresh" content="0;url=http://evil.example">',
+    '<base href="http://evil.example/">', '<form action="/api/terminals" method="post"><button>go</button></form>',
+    '<div style="background:url(http://evil.example/bg.png)">x</div>', '<details ontoggle="alert(1)" open>x</details>',
+]
+
+
+def sanitized(nb):
+    return NoActiveContent().preprocess(copy.deepcopy(nb), {})[0]
+
+
+def markdown_notebook(*sources, attachments=None):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(s) for s in sources]
+    if attachments:
+        nb.cells[0]["attachments"] = attachments
+    return nb
+
+
+def output_notebook(*outputs):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x", outputs=list(outputs))]
+    return nb
+
+
+def display(data, metadata=None):
+    return nbformat.v4.new_output("display_data", data=data, metadata=metadata or {})
+
+
+# markup that runs, frames, restyles or redirects the page, or loads from elsewhere (a link to
+# another site is fine: nothing happens until the reader follows it)
+ACTIVE = re.compile(r"<script|\son\w+\s*=|javascript:|<iframe|<svg|<style|<meta|<base|<form|"
+                    r"src=\"?(https?:)?//|url\(", re.I)
+
+
+@pytest.mark.parametrize("source", HOSTILE_MARKDOWN)
+def test_markdown_keeps_no_active_content_and_no_request(source):
+    text = sanitized(markdown_notebook(source)).cells[0].source
+    tags = re.findall(r"<[^>]*>", text)  # what a browser would parse as markup
+    assert not any(ACTIVE.search(t) for t in tags), text
+
+
+def test_image_sizes_and_file_names_in_output_metadata_cannot_reach_the_page():
+    nb = output_notebook(display({"image/png": PNG, "text/plain": "plot"},
+                                 {"image/png": {"width": "1 onerror=alert(1)", "height": 40},
+                                  "filenames": {"image/png": "http://evil.example/f.png"}}))
+    assert sanitized(nb).cells[0].outputs[0].metadata == {"image/png": {"height": 40}}
+
+
+def test_outputs_keep_text_and_images_and_say_what_was_removed():
+    nb = output_notebook(
+        display({"text/html": "<b>bold</b><script>alert(1)</script>", "text/plain": "<HTML>"}),
+        display({"application/javascript": "alert(1)", "text/plain": "<Javascript>"}),
+        display({"image/svg+xml": "<svg onload='alert(1)'/>", "image/png": PNG}),
+        display({"application/vnd.jupyter.widget-view+json": {"model_id": "x"}}),
+        display({"text/markdown": "[x](javascript:alert(1))"}))
+    out = sanitized(nb).cells[0].outputs
+    assert out[0].data["text/html"].startswith("<b>bold</b>&lt;script&gt;")
+    assert out[1].data == {"text/plain": "<Javascript>\n[removed: application/javascript output, which "
+                                         "could run code in the reader's browser]"}
+    assert out[2].data["image/png"] == PNG and "image/svg+xml" not in out[2].data
+    assert list(out[3].data) == ["text/plain"] and "widget-view" in out[3].data["text/plain"]
+    assert "javascript:" not in out[4].data["text/html"]
+
+
+def test_an_image_pasted_into_markdown_stays_and_nothing_else_does():
+    """JupyterLab stores a pasted image as a cell attachment: it stays (inlined), an SVG
+    attachment goes, and a reference to a missing one is no reason to fail grading."""
+    nb = markdown_notebook("![pasted](attachment:image.png) ![svg](attachment:x.svg)",
+                           attachments={"image.png": {"image/png": PNG}, "x.svg": {"image/svg+xml": "<svg/>"}})
+    cell = sanitized(nb).cells[0]
+    assert f'src="data:image/png;base64,{PNG}"' in cell.source
+    assert list(cell.attachments) == ["image.png"] and "svg" not in cell.source.split("alt=")[0]
+
+
+def test_the_course_notebooks_lose_nothing_but_widget_views():
+    for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        after = sanitized(nb)
+        for before_cell, after_cell in zip(nb.cells, after.cells):
+            for b, a in zip(before_cell.get("outputs", []), after_cell.get("outputs", [])):
+                kept = {k for k in b.get("data", {}) if "widget" not in k}
+                assert kept <= set(a.get("data", {})), (path.name, kept)
+                for key in kept - {"text/plain"}:
+                    assert a.data[key] == b.data[key]
+        again = sanitized(after)  # feedback and the formgrader sanitise a graded notebook again
+        assert [c.source.strip() for c in again.cells] == [c.source.strip() for c in after.cells]
+
+
+def test_the_course_exporter_writes_no_student_script():
+    """nbconvert's HTMLExporter as nbgrader_config.py sets it up for the formgrader."""
+    from nbconvert import HTMLExporter
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    nb = markdown_notebook(*HOSTILE_MARKDOWN)
+    nb.cells.append(nbformat.v4.new_code_cell("x", outputs=[
+        display({"text/html": "<img src=x onerror=alert(2)>"}), display({"application/javascript": "alert(3)"}),
+        display({"image/png": PNG}, {"image/png": {"width": "1 onerror=alert(4)"}})]))
+    html, _ = HTMLExporter(config=config).from_notebook_node(nb)
+    body = html[html.index("<body"):]
+    student = [t for t in re.findall(r"<[^>]*>", body) if ACTIVE.search(t)
+               and "cdnjs.cloudflare.com" not in t and "text/x-mathjax-config" not in t and 'type="module"' not in t]
+    assert student == [] and "alert(3)" not in body
