@@ -93,7 +93,12 @@ def test_a_name_computed_at_run_time_is_flagged():
     ("%%writefile helper.py\nimport torch\nsoftmax = torch.softmax", "code_from_text"),
     ("!python helper.py", "code_from_text"),
     ("%run helper.py", "code_from_text"),
+    ("import gc\ngc.get_referrers(torch.softmax)", "dispatch"),
 ])
+
+
+def test_collecting_garbage_is_ordinary():
+    assert scan(notebook("import gc\ngc.collect()")).flags == []
 def test_ways_of_hiding_are_flagged(code, kind):
     assert kind in {f.kind for f in scan(notebook(code)).flags}
 

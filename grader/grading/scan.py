@@ -48,6 +48,9 @@ HIDING_NAMES = {
     "settrace": "changes Python's tracing hook",
     "setprofile": "changes Python's profiling hook",
     "_getframe": "reads the interpreter's frames",
+    "get_referrers": "finds objects through the garbage collector",
+    "get_referents": "finds objects through the garbage collector",
+    "get_objects": "finds objects through the garbage collector",
 }
 DYNAMIC_ACCESS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "vars"}
 CODE_FROM_TEXT = {"exec", "eval", "compile", "__import__"}
@@ -462,7 +465,7 @@ def _hiding(tree, cell, modules=()):
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             imported = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             for module in imported:
-                if module.split(".")[0] in ("importlib", "ctypes", "gc"):
+                if module.split(".")[0] in ("importlib", "ctypes"):
                     flag("import_machinery", node, f"imports {module}")
             for alias in node.names:
                 if alias.name in HIDING_NAMES:
