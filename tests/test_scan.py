@@ -96,11 +96,11 @@ def test_a_name_computed_at_run_time_is_flagged():
     ("import gc\ngc.get_referrers(torch.softmax)", "dispatch"),
 ])
 
+def test_ways_of_hiding_are_flagged(code, kind):
+    assert kind in {f.kind for f in scan(notebook(code)).flags}
 
 def test_collecting_garbage_is_ordinary():
     assert scan(notebook("import gc\ngc.collect()")).flags == []
-def test_ways_of_hiding_are_flagged(code, kind):
-    assert kind in {f.kind for f in scan(notebook(code)).flags}
 
 
 def test_code_inside_a_timing_magic_is_read():
