@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 LAB_OPTS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-JOBS ?= 1
+JOBS ?=
 DEVICE ?=
 SCHEDULER ?=
 MEMORY ?=
@@ -80,9 +80,9 @@ roster: $(STAMP)
 collect: $(STAMP)
 	$(PY) -m grader.instructor collect $(if $(ZIP),--zip "$(ZIP)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)")
 
-## Grade every submission under submitted/ (JOBS=N at once; DEVICE=cuda for the GPU).
+## Grade every submission under submitted/ (one worker per core, or JOBS=N; DEVICE=cuda for the GPU).
 autograde: $(STAMP)
-	$(PY) -m grader.grading.autograde --jobs $(JOBS) $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
+	$(PY) -m grader.grading.autograde $(if $(JOBS),--jobs $(JOBS)) $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
 
 ## Per-student HTML feedback (hidden tests removed) under feedback/.
 feedback: $(STAMP)

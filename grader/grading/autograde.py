@@ -1,6 +1,6 @@
 """Grade every submission under submitted/<student>/<assignment>/ on a Dask cluster.
 
-    python -m grader.grading.autograde [--jobs N] [--scheduler tcp://host:8786] [--force]
+    python -m grader.grading.autograde [--jobs N (default: one per core)] [--scheduler tcp://host:8786] [--force]
                                        [--memory 6GiB] [--device cuda] [--student S]
                                        [--assignment A]
 
@@ -513,9 +513,18 @@ def mistakes(entry):
     return found
 
 
+def default_jobs():
+    """One embedded worker per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS") or 1))
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS") or 0) or default_jobs(),
+                        help="embedded workers (default: one per core)")
     parser.add_argument("--scheduler", default=os.environ.get("SCHEDULER") or None,
                         help="address of an existing Dask scheduler (default: an embedded LocalCluster)")
     parser.add_argument("--device", default=os.environ.get("DEVICE") or None)
