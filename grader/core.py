@@ -249,13 +249,22 @@ class RemoteStudent:
 
 
 class RemoteError(Exception):
-    def __init__(self, type_name, message, line=None):
+    """An error of the student's code run elsewhere, as data: the exception's type name, its
+    whole message, the student's line, and the exception's own fields (plain data, e.g. a
+    ParameterMismatch's expected and actual parameter shapes)."""
+
+    def __init__(self, type_name, message, line=None, fields=None):
         super().__init__(message)
-        self.type_name, self.line = type_name, line
+        self.type_name, self.line, self.fields = type_name, line, fields or {}
 
 
 class _ParameterError(CheckError):
-    """The student's module does not have the parameters the exercise asks for."""
+    """The student's module does not have the parameters the exercise asks for; fields:
+    {"expected": {name: shape}, "yours": {name: shape}}."""
+
+    def __init__(self, message, fields):
+        super().__init__(message)
+        self.fields = fields
 
 
 class _Mutated(Exception):
@@ -277,12 +286,12 @@ def _call_student(exercise, student, inputs):
             with _quiet():
                 out, changed = student_call.execute_watched(student, call)
     except student_call.ParameterMismatch as err:
-        raise _ParameterError(str(err)) from None
+        raise _ParameterError(str(err), err.fields) from None
     except student_call.CallRefused as err:  # the code broke a rule of the exercise
         raise CheckError(str(err), finding=_refusal(str(err))) from None
     except RemoteError as err:
         if err.type_name == "ParameterMismatch":
-            raise _ParameterError(str(err)) from None
+            raise _ParameterError(str(err), err.fields) from None
         if err.type_name == "CallRefused":
             raise CheckError(str(err), finding=_refusal(str(err))) from None
         raise _StudentError(err) from None
@@ -556,7 +565,8 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         raise CheckError(f"{label}\n  {_describe_exception(wrapped.err)}{_named(found)}",
                          finding=_finding_key(found)) from None
     except _ParameterError as err:
-        found = diagnosis.parameter_finding(str(err), facts(), used)
+        found = diagnosis.parameter_finding(err.fields.get("expected") or {},
+                                            err.fields.get("yours") or {}, facts(), used)
         if found is not None and found.key == "bias":  # the message asks about it already
             raise CheckError(f"{label}\n  {err}", finding=found.key) from None
         text = "\n".join(str(err).splitlines()[:3])

@@ -64,7 +64,7 @@ class GradingExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
         self._calling = False
-        self._plans, self._outcomes = None, {}
+        self._plans, self._outcomes, self._channel = None, {}, None
         info = (resources or {}).get("nbgrader", {})
         if info.get("assignment") and info.get("notebook"):
             self._plans = self._load_plans(info["assignment"], info["notebook"])
@@ -135,7 +135,7 @@ class GradingExecute(Execute):
             # nbclient interrupted the call at its time limit (nothing else interrupts it)
             return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
         if errors:
-            return RemoteError(errors[0].ename, str(errors[0].evalue)[:300])
+            return RemoteError(errors[0].ename, str(errors[0].evalue)[:4000])
         return None
 
     def _grade_test_cell(self, cell, index):
@@ -151,9 +151,12 @@ class GradingExecute(Execute):
             self._outcomes[grade_id] = []
             return
         device = self.device or os.environ.get("GRADER_DEVICE") or "cpu"
-        pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
-        channel = KernelChannel(lambda code: self._run_code(code, index), self._folder, device,
-                                host_root=f"/proc/{pid}/root" if pid else "")
+        if self._channel is None:  # one per kernel: its code is sent to the kernel once
+            pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
+            self._channel = KernelChannel(lambda code: self._run_code(code, self._test_index),
+                                          self._folder, device,
+                                          host_root=f"/proc/{pid}/root" if pid else "")
+        self._test_index, channel = index, self._channel
         rng = random.SystemRandom()
         outputs, outcomes = [], []
         for check in checks:
