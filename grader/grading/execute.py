@@ -33,6 +33,8 @@ from traitlets import Bool, Integer, Unicode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
+from grader.grading import bounds
+
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
@@ -55,6 +57,13 @@ class GradingExecute(Execute):
         20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
     device = Unicode(
         "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+    max_output_bytes = Integer(
+        bounds.OutputBounds.output, help="Bytes of one output a graded notebook keeps (the rest "
+                                         "is replaced by a note).").tag(config=True)
+    max_cell_output_bytes = Integer(
+        bounds.OutputBounds.cell, help="Bytes of one cell's outputs a graded notebook keeps.").tag(config=True)
+    max_notebook_output_bytes = Integer(
+        bounds.OutputBounds.notebook, help="Bytes of outputs a graded notebook keeps in all.").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
@@ -65,6 +74,8 @@ class GradingExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_budget
         self._calling = False
         self._plans, self._outcomes, self._channel = None, {}, None
+        self._bounds = bounds.OutputBounds(self.max_output_bytes, self.max_cell_output_bytes,
+                                           self.max_notebook_output_bytes)
         info = (resources or {}).get("nbgrader", {})
         if info.get("assignment") and info.get("notebook"):
             self._plans = self._load_plans(info["assignment"], info["notebook"])
@@ -115,6 +126,23 @@ class GradingExecute(Execute):
             cell.execution_count = None
             return cell, resources
         return super().preprocess_cell(cell, resources, index)
+
+    def output(self, outs, msg, display_id, cell_index):
+        """nbclient's handling of one output, bounded in bytes as it arrives (grader.grading.bounds).
+        A check's call into the kernel is bounded per output only: its outputs are dropped."""
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None or not outs or outs[-1] is not out:
+            return out
+        if getattr(self, "_calling", False):
+            kept = bounds.cut(out, self._bounds.output, "a check's call") \
+                if bounds.output_size(out) > self._bounds.output else out
+        else:
+            kept = self._bounds.admit(out, cell_index)
+        if kept is None and not display_id:
+            outs.pop()
+        elif kept is not out:
+            outs[-1] = kept if kept is not None else bounds.cut(out, 0, "no room left")
+        return kept
 
     # --- test cells, graded here ----------------------------------------------------
 
