@@ -29,7 +29,7 @@ CSV ?=
 FORCE ?=
 CONFIRM ?=
 
-.PHONY: install lab test references execute release lab-command clean collect autograde \
+.PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
         feedback export bench notebook-times release-exchange roster release-feedback clean-grades \
         student-bundle
 
@@ -54,6 +54,11 @@ lab-command:
 ## Run every test: grader, notebooks (nbval, nbgrader validation), release, pipeline.
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup --durations=10 $(PYTEST_ARGS)
+
+## The fast tier: checks, diagnosis, plans, LMS, reports, status, channel, bounds; no full
+## gradings, notebook runs, clusters, sandboxes or browser (the `grading` marker, tests/conftest.py).
+test-fast: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=10 -m "not grading and not notebooks and not browser" $(PYTEST_ARGS)
 
 ## Rewrite data/references/ from the float64 reference implementations.
 references: $(STAMP)
