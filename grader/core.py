@@ -201,8 +201,9 @@ def _describe_exception(err):
     if isinstance(err, RemoteError):
         if err.type_name == "NotImplementedError":
             return _describe_exception(NotImplementedError())
+        text = str(err).strip().splitlines()  # as for an error raised here (below)
         loc = f"\n  at line {err.line}" if err.line else ""
-        return f"your code raised {err.type_name}: {str(err)[:300]}{loc}"
+        return f"your code raised {err.type_name}: {text[0][:300] if text else ''}{loc}"
     if isinstance(err, NotImplementedError):
         return ("not implemented yet: replace the `raise NotImplementedError()` line in your "
                 "solution cell with your code, then run that cell again.")
