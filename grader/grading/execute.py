@@ -218,11 +218,11 @@ class GradingExecute(Execute):
             self._calling = False
             self.nb.cells[index] = test_cell  # nbclient stores the cell it ran at its index
         errors = [out for out in probe.outputs if out.output_type == "error"]
+        if self._stopped:  # this call ignored its interrupt: the kernel was stopped
+            return RemoteError("TimeoutError", self._stopped)
         if any("Timeout" in out.ename or out.ename == "KeyboardInterrupt" for out in errors):
             # nbclient interrupted the call at its time limit (nothing else interrupts it)
             return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
-        if self._stopped:  # this call ignored its interrupt
-            return RemoteError("TimeoutError", self._stopped)
         if errors:
             return RemoteError(errors[0].ename, str(errors[0].evalue)[:4000])
         return None
