@@ -58,9 +58,9 @@ def graded_class(tmp_path_factory):
 # Files whose tests grade whole notebooks, run notebooks, start clusters, sandboxes, a lab
 # server or the browser: marked `grading`, and left out by `make test-fast`.
 FULL_GRADING = {"test_pipeline.py", "test_pipeline_resume.py", "test_trust.py", "test_term.py",
-                "test_dask.py", "test_odd_submissions.py", "test_hostile_class.py", "test_grading_07_08.py",
-                "test_isolation.py", "test_browser.py", "test_notebooks.py", "test_bundle.py",
-                "test_lab.py"}
+                "test_dask.py", "test_odd_submissions.py", "test_hostile_class.py",
+                "test_feedback_channel.py", "test_grading_07_08.py", "test_isolation.py",
+                "test_browser.py", "test_notebooks.py", "test_bundle.py", "test_lab.py"}
 
 
 def pytest_collection_modifyitems(items):
