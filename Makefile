@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 LAB_OPTS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-JOBS ?= 1
+JOBS ?=
 DEVICE ?=
 SCHEDULER ?=
 MEMORY ?=
@@ -29,7 +29,7 @@ CSV ?=
 CONFIRM ?=
 STUDENT ?=
 
-.PHONY: install lab test references execute release lab-command clean collect autograde \
+.PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
         feedback export bench notebook-times release-exchange roster release-feedback clean-grades \
         student-bundle extensions help work lock
 
@@ -77,6 +77,11 @@ lab-command:
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup --durations=10 $(PYTEST_ARGS)
 
+## The fast tier: checks, diagnosis, plans, LMS, reports, status, channel, bounds; no full
+## gradings, notebook runs, clusters, sandboxes or browser (the `grading` marker, tests/conftest.py).
+test-fast: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=10 -m "not grading and not notebooks and not browser" $(PYTEST_ARGS)
+
 ## Rewrite data/references/ from the float64 reference implementations.
 references: $(STAMP)
 	$(PY) -m grader.fixtures
@@ -105,9 +110,9 @@ collect: $(STAMP)
 extensions: $(STAMP)
 	$(PY) -m grader.instructor extensions "$(CSV)"
 
-## Grade every submission under submitted/ (JOBS=N at once; STUDENT=s ASSIGNMENT=a regrades one).
+## Grade every submission under submitted/ (a worker per core, or JOBS=N; STUDENT=s ASSIGNMENT=a regrades one).
 autograde: $(STAMP)
-	$(PY) -m grader.grading.autograde --jobs $(JOBS) $(if $(STUDENT),--student "$(STUDENT)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
+	$(PY) -m grader.grading.autograde $(if $(JOBS),--jobs $(JOBS)) $(if $(STUDENT),--student "$(STUDENT)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
 
 ## Per-student HTML feedback (hidden tests removed) under feedback/.
 feedback: $(STAMP)

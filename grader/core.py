@@ -201,8 +201,9 @@ def _describe_exception(err):
     if isinstance(err, RemoteError):
         if err.type_name == "NotImplementedError":
             return _describe_exception(NotImplementedError())
+        text = str(err).strip().splitlines()  # as for an error raised here (below)
         loc = f"\n  at line {err.line}" if err.line else ""
-        return f"your code raised {err.type_name}: {str(err)[:300]}{loc}"
+        return f"your code raised {err.type_name}: {text[0][:300] if text else ''}{loc}"
     if isinstance(err, NotImplementedError):
         return ("not implemented yet: replace the `raise NotImplementedError()` line in your "
                 "solution cell with your code, then run that cell again.")
@@ -248,14 +249,26 @@ class RemoteStudent:
         self.changed = []
 
 
+GRADING_ERRORS = ("TimeoutError", "MalformedReply")  # RemoteErrors the grading side raises
+
+
 class RemoteError(Exception):
-    def __init__(self, type_name, message, line=None):
+    """An error of the student's code run elsewhere, as data: the exception's type name, its
+    whole message, the student's line, and the exception's own fields (plain data, e.g. a
+    ParameterMismatch's expected and actual parameter shapes)."""
+
+    def __init__(self, type_name, message, line=None, fields=None):
         super().__init__(message)
-        self.type_name, self.line = type_name, line
+        self.type_name, self.line, self.fields = type_name, line, fields or {}
 
 
 class _ParameterError(CheckError):
-    """The student's module does not have the parameters the exercise asks for."""
+    """The student's module does not have the parameters the exercise asks for; fields:
+    {"expected": {name: shape}, "yours": {name: shape}}."""
+
+    def __init__(self, message, fields):
+        super().__init__(message)
+        self.fields = fields
 
 
 class _Mutated(Exception):
@@ -277,12 +290,12 @@ def _call_student(exercise, student, inputs):
             with _quiet():
                 out, changed = student_call.execute_watched(student, call)
     except student_call.ParameterMismatch as err:
-        raise _ParameterError(str(err)) from None
+        raise _ParameterError(str(err), err.fields) from None
     except student_call.CallRefused as err:  # the code broke a rule of the exercise
         raise CheckError(str(err), finding=_refusal(str(err))) from None
     except RemoteError as err:
         if err.type_name == "ParameterMismatch":
-            raise _ParameterError(str(err)) from None
+            raise _ParameterError(str(err), err.fields) from None
         if err.type_name == "CallRefused":
             raise CheckError(str(err), finding=_refusal(str(err))) from None
         raise _StudentError(err) from None
@@ -550,11 +563,14 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         raise CheckError(f"{label}\n  {diagnosis.mutation_message(name, mutated.changed, facts(), right)}",
                          finding="input_mutation") from None
     except _StudentError as wrapped:
-        found = explain(error=wrapped.err)
+        # a call that ran out of time or sent no readable answer says nothing about sizes
+        plain = isinstance(wrapped.err, RemoteError) and wrapped.err.type_name in GRADING_ERRORS
+        found = None if plain else explain(error=wrapped.err)
         raise CheckError(f"{label}\n  {_describe_exception(wrapped.err)}{_named(found)}",
                          finding=_finding_key(found)) from None
     except _ParameterError as err:
-        found = diagnosis.parameter_finding(str(err), facts(), used)
+        found = diagnosis.parameter_finding(err.fields.get("expected") or {},
+                                            err.fields.get("yours") or {}, facts(), used)
         if found is not None and found.key == "bias":  # the message asks about it already
             raise CheckError(f"{label}\n  {err}", finding=found.key) from None
         text = "\n".join(str(err).splitlines()[:3])

@@ -204,23 +204,14 @@ def globals_note(facts):
     return None
 
 
-def _param_names(message, label):
-    m = re.search(rf"{label}:\s*(.*)", message)
-    return [part.strip().split(" ")[0] for part in m.group(1).split("), ")] if m else []
-
-
-def _param_shapes(message, label):
-    m = re.search(rf"{label}:\s*(.*)", message)
-    return dict(re.findall(r"([\w.]+) (\([\d, ]*\))", m.group(1))) if m else {}
-
-
-def parameter_finding(message, facts, used=None):
-    """Why the module's parameters are not the ones the exercise asks for."""
+def parameter_finding(expected, yours, facts, used=None):
+    """Why the module's parameters ({name: shape} yours) are not the ones the exercise
+    asks for ({name: shape} expected)."""
     found = module_finding(facts)
     if found and found.key == "shared_module":
         return found
     mod = (facts or {}).get("module") or {}
-    want, have = _param_names(message, "expected"), _param_names(message, "yours")
+    want, have = sorted(expected), sorted(yours)
     for name in mod.get("module_lists", ()):
         return Finding("unregistered", f"self.{name} is a plain Python list of modules",
                        f"their weights are not registered; use self.{name} = nn.ModuleList([...]).")
@@ -240,11 +231,11 @@ def parameter_finding(message, facts, used=None):
     if gone and set(want) - set(have) == set(gone):
         return Finding("bias_missing", f"{gone[0][:-5]} has no bias",
                        f"keep the default bias of {gone[0][:-5]} (nn.Linear(..., bias=True)).")
-    shapes_want, shapes_have = _param_shapes(message, "expected"), _param_shapes(message, "yours")
-    differ = [n for n in shapes_want if n in shapes_have and shapes_want[n] != shapes_have[n]]
+    shape = lambda s: str(tuple(s))
+    differ = [n for n in want if n in yours and list(expected[n]) != list(yours[n])]
     if differ and set(want) == set(have):
         n = sorted(differ)[0]
-        return Finding("parameter_shapes", f"{n} is {shapes_have[n]}, not {shapes_want[n]}",
+        return Finding("parameter_shapes", f"{n} is {shape(yours[n])}, not {shape(expected[n])}",
                        "build the layers from the sizes you are given, in the order of the "
                        "signature (C, head_size, block_size, causal).")
     if len(want) == len(have) and sorted(want) != sorted(have):

@@ -17,7 +17,15 @@ import torch
 
 
 class ParameterMismatch(Exception):
-    """The student's module does not have the parameters the exercise asks for."""
+    """The student's module does not have the parameters the exercise asks for.
+
+    fields: {"expected": {name: shape}, "yours": {name: shape}}, shapes as lists of ints
+    (plain data, so the kernel channel carries them as they are)."""
+
+    def __init__(self, message, expected, yours):
+        super().__init__(message)
+        self.fields = {"expected": {n: list(s) for n, s in expected.items()},
+                       "yours": {n: list(s) for n, s in yours.items()}}
 
 
 def load_parameters(model, params, hint):
@@ -28,7 +36,7 @@ def load_parameters(model, params, hint):
         extra = "\n  Did you leave bias=True?" if any(
             n.endswith(".bias") and n[:-5] + ".weight" in want for n in set(have) - set(want)) else ""
         raise ParameterMismatch(f"parameters do not match {hint}.\n  expected: {fmt(want)}\n"
-                                f"  yours:    {fmt(have)}{extra}")
+                                f"  yours:    {fmt(have)}{extra}", want, have)
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(params[name])

@@ -55,6 +55,21 @@ def graded_class(tmp_path_factory):
     instructor.feedback(root)
     return root, summary
 
+# Files whose tests grade whole notebooks, run notebooks, start clusters, sandboxes, a lab
+# server or the browser: marked `grading`, and left out by `make test-fast`.
+FULL_GRADING = {"test_pipeline.py", "test_pipeline_resume.py", "test_trust.py", "test_term.py",
+                "test_dask.py", "test_odd_submissions.py", "test_hostile_class.py",
+                "test_feedback_channel.py", "test_grading_07_08.py", "test_isolation.py",
+                "test_browser.py", "test_notebooks.py", "test_bundle.py", "test_lab.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        groups = {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
+        if item.path.name in FULL_GRADING or "graded_class" in groups:
+            item.add_marker(pytest.mark.grading)
+
+
 _FIGURES = []
 _BROWSER = {"seconds": 0.0, "tests": 0, "skipped": 0}
 

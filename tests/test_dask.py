@@ -131,8 +131,12 @@ def test_a_submission_that_kills_its_workers_needs_attention_after_the_allowed_t
     ava = Status(root).get("ava", A)
     assert ava["status"] == "needs_attention"
     assert "killed 2 workers" in ava["reason"] and "memory limit" in ava["reason"], ava["reason"]
-    assert ava["fingerprint"] is None  # the cluster's verdict, not the submission's: retried next run
     assert db_scores(root) == {"ben": 0.0}
+    # recorded: the next run does not try it again (and lose workers again) while it is unchanged
+    from grader.grading.autograde import Grading
+
+    todo, refused, skipped = Grading(root, budget=BUDGET).plan()
+    assert (todo, refused, skipped) == ([], [], 2)
 
 
 def test_a_scheduler_that_goes_away_stops_the_run_with_what_finished_recorded(course, tmp_path):

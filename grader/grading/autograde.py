@@ -1,6 +1,6 @@
 """Grade every submission under submitted/<student>/<assignment>/ on a Dask cluster.
 
-    python -m grader.grading.autograde [--jobs N] [--scheduler tcp://host:8786] [--force]
+    python -m grader.grading.autograde [--jobs N (default: one per core)] [--scheduler tcp://host:8786] [--force]
                                        [--memory 6GiB] [--device cuda] [--student S]
                                        [--assignment A]
 
@@ -19,9 +19,11 @@ arrives, in one transaction, moves the autograded files into place and records t
 submission's fingerprint in autograded/.status.json. Re-running skips what has not
 changed (files, the assignment's source, the grader's code and data, the configuration,
 the due date, the settings); `--force` regrades everything. A worker that dies has its
-task rerun elsewhere by the scheduler; a submission that kills workers again and again
-(the scheduler's `distributed.scheduler.allowed-failures` + 1 of them) is marked "needs
-attention"; a scheduler that goes away stops the run with everything finished so far
+task rerun elsewhere by the scheduler, once; a submission that kills a second worker (the
+scheduler's `distributed.scheduler.allowed-failures` + 1 of them) is marked "needs
+attention" and not tried again until it or the grader changes; any other exception while
+reading, fingerprinting, grading or recording one submission makes that submission "needs
+attention" with the reason, and the run goes on; a scheduler that goes away stops the run with everything finished so far
 recorded. At most a few tasks per worker thread are handed to the scheduler at a time,
 so neither it nor the workers hold the whole class. An existing cluster's scheduler and
 workers are checked before any work (the same course code, reference data and packages
@@ -49,7 +51,7 @@ from grader.grading.status import Status, fingerprint, grading_inputs
 from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission
 
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
-ALLOWED_FAILURES = 2  # workers a submission may kill before it needs attention
+ALLOWED_FAILURES = 1  # workers a submission may kill (it is retried once) before it needs attention
 IN_FLIGHT_PER_THREAD = 2  # tasks handed to the scheduler per worker thread; the rest wait here
 KERNEL_START_TRIES = 3
 KERNEL_RETRY_WAIT = 5  # seconds, growing with each try
@@ -209,11 +211,13 @@ class Grading:
             folder = self.root / "submitted" / student / assignment
             try:
                 files = read_submission(folder)
-            except Refused as err:
-                fp = fingerprint({}, inputs[assignment], {**settings, "refused": str(err)})
-                refused.append((SubmissionResult(student, assignment, "needs_attention", str(err)), fp))
+                fp = fingerprint(files, inputs[assignment], settings)
+            except Exception as err:  # Refused, or anything else: that submission's problem
+                reason = str(err) if isinstance(err, Refused) else \
+                    f"it could not be read ({type(err).__name__}: {str(err)[:200]})"
+                fp = fingerprint({}, inputs[assignment], {**settings, "refused": reason})
+                refused.append((SubmissionResult(student, assignment, "needs_attention", reason), fp))
                 continue
-            fp = fingerprint(files, inputs[assignment], settings)
             entry = self.status.get(student, assignment)
             if not self.force and entry and entry.get("fingerprint") == fp:
                 skipped += 1
@@ -246,7 +250,7 @@ class Grading:
                             sorted({s for s, *_ in todo} | {r.student for r, _ in refused}))
         summary = {"graded": 0, "needs_attention": 0, "skipped": skipped}
         for result, fp in refused:
-            self.merge(result, fp)
+            self.merge_safely(result, fp)
             summary["needs_attention"] += 1
         if not todo:
             return summary
@@ -258,8 +262,7 @@ class Grading:
             bar = layout.progress(len(todo), enabled=progress)
             try:
                 for result, fp in self._map(self._jobs(todo, workdir)):
-                    self.merge(result, fp)
-                    summary[result.status] += 1
+                    summary[self.merge_safely(result, fp)] += 1
                     bar.update(1)
             except RunStopped as err:
                 err.summary = summary
@@ -363,10 +366,10 @@ class Grading:
                 try:
                     result = future.result()
                 except KilledWorker as err:
-                    # Not the submission's verdict but the cluster's: no fingerprint is
-                    # recorded, so the next run tries it again.
-                    result, fp = SubmissionResult(job.student, job.assignment, "needs_attention",
-                                                  _killed_reason(client, err)), None
+                    # Its fingerprint is recorded: later runs do not try it again (and lose
+                    # workers again) until the submission or the grader changes.
+                    result = SubmissionResult(job.student, job.assignment, "needs_attention",
+                                              _killed_reason(client, err))
                 except UnfitWorker as err:
                     raise RunStopped(f"{err}: start every worker from the same commit and "
                                      "environment as this checkout; everything finished so far "
@@ -411,6 +414,25 @@ class Grading:
         except BaseException:
             self._open_gradebook.db.rollback()
             raise
+
+    def merge_safely(self, result, fp):
+        """merge(), and if recording the result fails (a file name the disk refuses, say),
+        that submission needs attention with the reason; the run goes on. The status it
+        was recorded with."""
+        try:
+            self.merge(result, fp)
+            return result.status
+        except Exception as err:
+            reason = (f"its result could not be recorded ({type(err).__name__}: "
+                      f"{str(err)[:200]})")
+            try:
+                self.merge(SubmissionResult(result.student, result.assignment, "needs_attention",
+                                            reason, result.elapsed), fp)
+            except Exception:  # not even in the gradebook: the status still lists it
+                self.status.set(result.student, result.assignment,
+                                {"fingerprint": fp, "status": "needs_attention", "reason": reason,
+                                 "graded_at": time.time(), "elapsed": round(result.elapsed, 2)})
+            return "needs_attention"
 
     def merge(self, result, fp):
         """Record one result: the only place that writes the course gradebook and status."""
@@ -470,8 +492,8 @@ def _killed_reason(client, err):
     except Exception:
         pass
     return (f"grading it killed {tries} workers, one after another{memory}: a notebook whose "
-            "outputs do not fit in a worker's memory, or a crash; not graded, the next run "
-            "tries again")
+            "outputs do not fit in a worker's memory, or a crash; not graded, and not tried "
+            "again until the submission or the grader changes (FORCE=1 tries it now)")
 
 
 class _quiet_dask:
@@ -517,9 +539,18 @@ def mistakes(entry):
     return found
 
 
+def default_jobs():
+    """One embedded worker per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS") or 1))
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS") or 0) or default_jobs(),
+                        help="embedded workers (default: one per core)")
     parser.add_argument("--scheduler", default=os.environ.get("SCHEDULER") or None,
                         help="address of an existing Dask scheduler (default: an embedded LocalCluster)")
     parser.add_argument("--device", default=os.environ.get("DEVICE") or None)

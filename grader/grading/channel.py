@@ -4,14 +4,22 @@ The trusted grading process never runs student code. To check a function or clas
 asks the kernel to run a short piece of code carrying the call (plain tensors and
 numbers, see grader/student_call.py, saved by torch and base64-encoded): the code looks
 the object up by name in the notebook's namespace, runs the call and saves the result
-as a file in the kernel's working folder. The grading process reads that file (through
-/proc/<pid>/root when the kernel lives in a sandbox's mount namespace), without
+as a file in the kernel's working folder. The channel's own code (student_call.py and
+the kernel side below) is sent to a kernel once, as the module `_grading_channel`;
+every call after that carries only its data. The grading process reads the reply file
+(through /proc/<pid>/root when the kernel lives in a sandbox's mount namespace), without
 following links, as untrusted data:
-- the file is bounded in size, compressed and uncompressed, before anything parses it;
+- the file is bounded in size, compressed and uncompressed, before anything parses it,
+  and its pickle in parse cost (objects and nesting, counted on its opcodes without
+  building anything), since `weights_only=True` bounds what a pickle may build, not how
+  much of it;
 - it is loaded with `weights_only=True` (no pickled code);
 - only plain dense tensors (exact `torch.Tensor`, or an `nn.Parameter`'s data, strided,
   not quantized), None, numbers and lists of such tensors are accepted as results;
   anything else is described by a short text the checks turn into a message.
+Errors of the student's code cross as data: the exception's type, its whole message,
+the student's line and the exception's own fields (a ParameterMismatch's expected and
+actual parameter shapes), so graded feedback says what JupyterLab says.
 A reply that breaks any of these rules is that student's failure, with its reason,
 never an exception out of the grading loop. The student's code can change what the
 kernel side does (it runs in the same kernel), but all it can ever send back is data
@@ -21,6 +29,7 @@ import base64
 import io
 import itertools
 import os
+import pickletools
 import stat
 import zipfile
 from pathlib import Path
@@ -30,23 +39,27 @@ from grader.core import RemoteError
 MAX_REPLY_BYTES = 16 * 2**20  # compressed, as written by the kernel
 MAX_UNPACKED_BYTES = 64 * 2**20  # inside the zip
 MAX_ENTRIES = 64
+MAX_PICKLE_BYTES = 2**20  # the reply's pickle (tensors' data are entries of their own)
+MAX_PICKLE_OBJECTS = 100_000  # objects the pickle may build
+MAX_PICKLE_DEPTH = 64  # objects open at once on the pickle's stack (nesting)
+MAX_MESSAGE = 4000  # characters of an error message
+MODULE = "_grading_channel"
 STUDENT_CALL = Path(__file__).resolve().parent.parent / "student_call.py"
 
-# Runs in the student's kernel. It imports only torch and the copy of student_call's
-# source it is given, defines nothing that outlives the call, and writes one file.
+# Runs in the student's kernel, as module _grading_channel beside student_call's source
+# (installed once per kernel, see INSTALL). It imports only torch and writes one file per call.
 KERNEL_SIDE = r'''
-def __grading_call(name, call_b64, reply_path, student_call_source, mode):
-    import base64, io, traceback, types
+def grading_call(name, call_b64, reply_path, mode, namespace):
+    import base64, io, traceback
     import torch
-    helpers = types.ModuleType("grading_call")
-    exec(compile(student_call_source, "<grading_call>", "exec"), helpers.__dict__)
 
     def describe(err):
         frames = [f for f in traceback.extract_tb(err.__traceback__)
                   if "ipykernel" in f.filename or f.filename.startswith("<ipython")]
         line = f"{frames[-1].lineno}: {frames[-1].line}" if frames and frames[-1].line else None
-        text = str(err).splitlines()[0][:300] if str(err) else ""
-        return {"error": {"type": type(err).__name__, "message": text, "line": line}}
+        fields = getattr(err, "fields", None)
+        return {"error": {"type": type(err).__name__, "message": str(err)[:%(max_message)d],
+                          "line": line, "fields": fields if isinstance(fields, dict) else {}}}
 
     def plain(out):
         if isinstance(out, torch.nn.Parameter) and type(out) is torch.nn.Parameter:
@@ -69,22 +82,38 @@ def __grading_call(name, call_b64, reply_path, student_call_source, mode):
     call = {k: ([move(a) for a in v] if k == "args" else
                 {n: move(t) for n, t in v.items()} if k == "params" else move(v))
             for k, v in call.items()}
-    student = get_ipython().user_ns.get(name)
+    student = namespace.get(name)
     if student is None:
         reply = {"error": {"type": "NameError", "message": f"name {name!r} is not defined",
-                           "line": None}}
+                           "line": None, "fields": {}}}
     else:
         try:
             if mode == "facts":
-                reply = {"facts": helpers.code_facts(student, call)}
+                reply = {"facts": code_facts(student, call)}
             else:
-                out, changed = helpers.execute_watched(student, call)
+                out, changed = execute_watched(student, call)
                 reply = plain(out)
                 reply["changed"] = changed
         except BaseException as err:
             reply = describe(err)
     torch.save(reply, reply_path)
-'''
+''' % {"max_message": MAX_MESSAGE}
+
+# Installs the channel's module in a kernel; leaves no name behind in the notebook.
+INSTALL = r'''
+def __grading_install(source):
+    import sys, types
+    module = types.ModuleType(%(module)r)
+    exec(compile(source, "<grading_channel>", "exec"), module.__dict__)
+    sys.modules[%(module)r] = module
+__grading_install(%%r)
+del __grading_install
+''' % {"module": MODULE}
+
+
+def channel_source():
+    """The code of the kernel's channel module: student_call.py and the kernel side."""
+    return STUDENT_CALL.read_text() + "\n" + KERNEL_SIDE
 
 
 class MalformedReply(Exception):
@@ -121,11 +150,55 @@ def read_reply(path, torch):
     if len(entries) > MAX_ENTRIES or unpacked > MAX_UNPACKED_BYTES:
         raise MalformedReply(f"the answer unpacks to {unpacked / 2**20:.0f} MiB in {len(entries)} "
                              f"parts; at most {MAX_UNPACKED_BYTES // 2**20} MiB are read")
+    check_pickle_cost(_pickle_of(data, entries))
     try:
         reply = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:
         raise MalformedReply(f"the answer could not be read: {type(err).__name__}") from None
     return _validate(reply, torch)
+
+
+def _pickle_of(data, entries):
+    """The bytes of the reply's pickle (archive/data.pkl), read no further than the bound."""
+    pickles = [e for e in entries if e.filename.endswith("/data.pkl") or e.filename == "data.pkl"]
+    if len(pickles) != 1:
+        raise MalformedReply("the answer is not a saved tensor")
+    with zipfile.ZipFile(io.BytesIO(data)) as archive, archive.open(pickles[0]) as f:
+        raw = f.read(MAX_PICKLE_BYTES + 1)
+    if len(raw) > MAX_PICKLE_BYTES:
+        raise MalformedReply(f"the answer's structure is larger than {MAX_PICKLE_BYTES // 2**10} KiB "
+                             "(tensors aside); it was not read")
+    return raw
+
+
+# opcodes that leave an object on the stack without making a new one
+_NOT_NEW = {"GET", "BINGET", "LONG_BINGET", "DUP", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
+            "APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}
+
+
+def check_pickle_cost(raw):
+    """MalformedReply unless the pickle builds at most MAX_PICKLE_OBJECTS objects, nested at
+    most MAX_PICKLE_DEPTH deep. Counted on its opcodes (pickletools), building nothing: the
+    stack of objects not yet closed into a container is the nesting."""
+    objects, depth, marks = 0, 0, []
+    try:
+        for op, _, _ in pickletools.genops(raw):
+            before, after = op.stack_before, op.stack_after
+            if pickletools.stackslice in before:  # pops everything down to the last MARK
+                depth = (marks.pop() if marks else 0) - before.index(pickletools.markobject)
+            else:
+                depth -= len(before)
+            if op.name == "MARK":
+                marks.append(depth)
+                continue
+            depth = max(0, depth) + len(after)
+            objects += bool(after) and op.name not in _NOT_NEW
+            if objects > MAX_PICKLE_OBJECTS or depth + len(marks) > MAX_PICKLE_DEPTH:
+                raise MalformedReply(
+                    f"the answer's structure holds more than {MAX_PICKLE_OBJECTS} objects or is "
+                    f"nested more than {MAX_PICKLE_DEPTH} deep; it was not read")
+    except ValueError as err:  # not a pickle pickletools can walk
+        raise MalformedReply(f"the answer could not be read: {str(err)[:100]}") from None
 
 
 def _plain_tensor(t, torch):
@@ -166,9 +239,11 @@ def _validate(reply, torch):
     if "error" in reply:
         err = reply["error"] if isinstance(reply["error"], dict) else {}
         line = err.get("line")
+        fields = err.get("fields") if isinstance(err.get("fields"), dict) else {}
         return {"error": {"type": _short(err.get("type"), 80) or "Error",
-                          "message": _short(err.get("message")),
-                          "line": _short(line) if isinstance(line, str) else None}}
+                          "message": _short(err.get("message"), MAX_MESSAGE),
+                          "line": _short(line) if isinstance(line, str) else None,
+                          "fields": plain_data(fields)}}
     if "opaque" in reply:
         return {"opaque": _short(reply["opaque"], 200) or "object",
                 "changed": plain_data(reply.get("changed") or [])}
@@ -211,7 +286,7 @@ class KernelChannel:
 
         self.torch, self.run_code, self.device = torch, run_code, device
         self.folder, self.host_root = str(folder), host_root
-        self.source = STUDENT_CALL.read_text()
+        self.installed = False  # whether the kernel has the channel's module (sent once)
         self.counter = itertools.count()
 
     def student(self, name):
@@ -238,8 +313,10 @@ class KernelChannel:
         buf = io.BytesIO()
         torch.save({"call": spec, "device": self.device}, buf)
         payload = base64.b64encode(buf.getvalue()).decode()
-        code = (KERNEL_SIDE + f"\n__grading_call({name!r}, {payload!r}, {reply_path!r}, "
-                f"{self.source!r}, {mode!r})\ndel __grading_call\n")
+        code = (f"__import__('sys').modules[{MODULE!r}].grading_call({name!r}, {payload!r}, "
+                f"{reply_path!r}, {mode!r}, get_ipython().user_ns)\n")
+        if not self.installed:
+            code = INSTALL % channel_source() + code
         try:
             problem = self.run_code(code)  # None, or a RemoteError (a timeout, say)
             if problem is not None:
@@ -248,6 +325,7 @@ class KernelChannel:
                 reply = read_reply(host_path, torch)
             except MalformedReply as err:
                 raise RemoteError("MalformedReply", str(err)) from None
+            self.installed = True
         finally:
             try:
                 os.unlink(host_path)
@@ -255,7 +333,7 @@ class KernelChannel:
                 pass
         if "error" in reply:
             e = reply["error"]
-            raise RemoteError(e["type"], e["message"], e["line"])
+            raise RemoteError(e["type"], e["message"], e["line"], e["fields"])
         if mode == "facts":
             return reply.get("facts")
         if "opaque" in reply:

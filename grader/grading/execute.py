@@ -19,10 +19,12 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   plots, a model trained to look at) are not run unless `run_after_last_graded` is set:
   nothing there can change a grade, and in 04–06 they are a third of a notebook's time.
 """
+import asyncio
 import base64
 import json
 import os
 import random
+import signal
 import time
 from pathlib import Path
 
@@ -34,9 +36,10 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
 from grader import shortcuts
-from grader.grading import plan, scan, tamper
+from grader.grading import bounds, plan, scan, tamper
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
+TIMEOUT_ERROR = "CellTimeoutError"
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"
@@ -59,6 +62,19 @@ class GradingExecute(Execute):
         20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
     device = Unicode(
         "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+    max_output_bytes = Integer(
+        bounds.OutputBounds.output, help="Bytes of one output a graded notebook keeps (the rest "
+                                         "is replaced by a note).").tag(config=True)
+    max_cell_output_bytes = Integer(
+        bounds.OutputBounds.cell, help="Bytes of one cell's outputs a graded notebook keeps.").tag(config=True)
+    max_notebook_output_bytes = Integer(
+        bounds.OutputBounds.notebook, help="Bytes of outputs a graded notebook keeps in all.").tag(config=True)
+    # A cell that ignores its interrupt is stopped with its kernel (and its sandbox), and the
+    # notebook is still graded: nbclient must not raise when the kernel stays busy.
+    raise_on_iopub_timeout = Bool(False).tag(config=True)
+    interrupt_grace = Integer(
+        10, help="Seconds a kernel interrupted at a cell's time limit has to become idle (after "
+                 "nbclient's iopub_timeout) before it is stopped.").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
@@ -68,7 +84,10 @@ class GradingExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
         self._calling = False
-        self._plans, self._outcomes = None, {}
+        self._plans, self._outcomes, self._channel = None, {}, None
+        self._stopped = None  # why the kernel was stopped (a cell that ignored its interrupt)
+        self._bounds = bounds.OutputBounds(self.max_output_bytes, self.max_cell_output_bytes,
+                                           self.max_notebook_output_bytes)
         info = (resources or {}).get("nbgrader", {})
         course = None
         if info.get("assignment") and info.get("notebook"):
@@ -118,6 +137,10 @@ class GradingExecute(Execute):
         if self._plans is not None and plan.is_test_cell(cell):
             self._grade_test_cell(cell, index)
             return cell, resources
+        if cell.cell_type == "code" and getattr(self, "_stopped", None):
+            cell.outputs = [error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: not run: {self._stopped}")]
+            cell.execution_count = None
+            return cell, resources
         if (cell.cell_type == "code" and not self.run_after_last_graded and self._plans is not None
                 and self._last_graded is not None and index > self._last_graded):
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN_NOTE)]
@@ -125,12 +148,74 @@ class GradingExecute(Execute):
             return cell, resources
         return super().preprocess_cell(cell, resources, index)
 
+    def output(self, outs, msg, display_id, cell_index):
+        """nbclient's handling of one output, bounded in bytes as it arrives (grader.grading.bounds).
+        A check's call into the kernel is bounded per output only: its outputs are dropped."""
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None or not outs or outs[-1] is not out:
+            return out
+        if getattr(self, "_calling", False):
+            kept = bounds.cut(out, self._bounds.output, "a check's call") \
+                if bounds.output_size(out) > self._bounds.output else out
+        else:
+            kept = self._bounds.admit(out, cell_index)
+        if kept is None and not display_id:
+            outs.pop()
+        elif kept is not out:
+            outs[-1] = kept if kept is not None else bounds.cut(out, 0, "no room left")
+        return kept
+
+    # --- a cell past its time limit -------------------------------------------------
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        # nbclient interrupts the kernel and gives the cell an error, then waits iopub_timeout
+        # for the kernel to go idle: on a loaded machine it gets interrupt_grace more
+        self._timed_out = True
+        self.iopub_timeout = self._iopub_timeout + self.interrupt_grace
+        return await super()._async_handle_timeout(timeout, cell)
+
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg,
+                                    task_poll_kernel_alive):
+        """nbclient's wait for a cell's reply; then, if the cell ran past its time limit and
+        its kernel did not go idle after the interrupt (SIGINT ignored, a fork bomb, a
+        starved kernel), the kernel is killed with everything it started: the notebook is
+        still graded, the cells after it are not run and their checks fail as timed out."""
+        self._timed_out, self._iopub_timeout = False, self.iopub_timeout
+        try:
+            reply = await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
+                                                       task_poll_kernel_alive)
+        finally:
+            self.iopub_timeout = self._iopub_timeout
+        idle = task_poll_output_msg.done() and not task_poll_output_msg.cancelled()
+        if not idle:  # nbclient stopped waiting for the kernel to say it is idle again
+            task_poll_output_msg.cancel()
+            if self._timed_out:
+                await self._stop_kernel(timeout)
+                cell.outputs.append(error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: {self._stopped}"))
+        return reply
+
+    async def _stop_kernel(self, timeout):
+        """SIGKILL to the kernel: the sandbox's init (grader.isolation) takes every process of
+        the sandbox with it; a plain kernel's whole process group goes."""
+        self._stopped = (f"timed out: a cell ran past its time limit ({timeout} s) and ignored "
+                         "the interrupt, so the kernel was stopped")
+        try:
+            await self.km.signal_kernel(signal.SIGKILL)
+        except Exception:  # already gone
+            pass
+        for _ in range(100):
+            if not await self.km.is_alive():
+                break
+            await asyncio.sleep(0.05)
+
     # --- test cells, graded here ----------------------------------------------------
 
     def _run_code(self, code, index):
         """Run code in the kernel as a throwaway cell; None, or a RemoteError."""
         from grader.core import RemoteError
 
+        if self._stopped:
+            return RemoteError("TimeoutError", self._stopped)
         probe = nbformat.v4.new_code_cell(code)
         test_cell = self.nb.cells[index]
         self._calling = True
@@ -140,11 +225,13 @@ class GradingExecute(Execute):
             self._calling = False
             self.nb.cells[index] = test_cell  # nbclient stores the cell it ran at its index
         errors = [out for out in probe.outputs if out.output_type == "error"]
+        if self._stopped:  # this call ignored its interrupt: the kernel was stopped
+            return RemoteError("TimeoutError", self._stopped)
         if any("Timeout" in out.ename or out.ename == "KeyboardInterrupt" for out in errors):
             # nbclient interrupted the call at its time limit (nothing else interrupts it)
             return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
         if errors:
-            return RemoteError(errors[0].ename, str(errors[0].evalue)[:300])
+            return RemoteError(errors[0].ename, str(errors[0].evalue)[:4000])
         return None
 
     def _grade_test_cell(self, cell, index):
@@ -160,18 +247,25 @@ class GradingExecute(Execute):
             self._outcomes[grade_id] = []
             return
         device = self.device or os.environ.get("GRADER_DEVICE") or "cpu"
-        pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
-        channel = KernelChannel(lambda code: self._run_code(code, index), self._folder, device,
-                                host_root=f"/proc/{pid}/root" if pid else "")
+        if self._channel is None:  # one per kernel: its code is sent to the kernel once
+            pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
+            self._channel = KernelChannel(lambda code: self._run_code(code, self._test_index),
+                                          self._folder, device,
+                                          host_root=f"/proc/{pid}/root" if pid else "")
+        self._test_index, channel = index, self._channel
         rng = random.SystemRandom()
         forbidden = shortcuts.forbidden(self.config)
         outputs, outcomes = [], []
         for check in checks:
             seed = check.seed if check.seed is not None else rng.randrange(2**31)
-            used = self._source.uses(forbidden.get(check.exercise, ()), check.student)
-            outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student), check.focus,
-                               hidden=check.hidden, seed=seed if check.hidden else None,
-                               device=device, graded=True, config=self.config, source_uses=used)
+            if self._stopped:
+                outcome = _timed_out(EXERCISES[check.exercise], check, seed, self._stopped)
+            else:
+                used = self._source.uses(forbidden.get(check.exercise, ()), check.student)
+                outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student),
+                                   check.focus, hidden=check.hidden,
+                                   seed=seed if check.hidden else None,
+                                   device=device, graded=True, config=self.config, source_uses=used)
             outcomes.append(outcome.to_json())
             if outcome.passed:
                 outputs.append(nbformat.v4.new_output("stream", name="stdout", text=outcome.line() + "\n"))
@@ -185,3 +279,14 @@ class GradingExecute(Execute):
         cell.outputs = outputs
         cell.execution_count = None
         self._outcomes[grade_id] = outcomes
+
+
+def _timed_out(exercise, check, seed, reason):
+    """The failed outcome of a check that was not run: the kernel had been stopped."""
+    from grader.core import Outcome
+
+    where = f" (hidden check, seed {seed})" if check.hidden else ""
+    label = f"{check.student}: {exercise.focuses[check.focus].description}{where}"
+    return Outcome(exercise.name, check.student, check.focus, check.hidden,
+                   seed if check.hidden else None, passed=False, label=label,
+                   message=f"{label}\n  not checked: {reason}")

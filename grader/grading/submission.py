@@ -24,6 +24,7 @@ from typing import Optional
 
 MAX_SUBMISSION_BYTES = 64 * 2**20
 MAX_FILES = 200
+MAX_DEPTH = 32  # folders inside the submission folder
 
 
 @dataclass
@@ -81,10 +82,17 @@ def read_submission(folder):
     if not stat.S_ISDIR(info.st_mode):
         raise Refused(f"{folder.name} is not a folder")
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(folder)
+        if len(rel_dir.parts) >= MAX_DEPTH:
+            raise Refused(f"its folders are nested more than {MAX_DEPTH} deep "
+                          f"({_printable(str(rel_dir))[:120]}...)")
         for name in sorted(dirnames + filenames):
             path = Path(dirpath) / name
             mode = os.lstat(path).st_mode
             rel = str(path.relative_to(folder))
+            if not _utf8(rel):
+                raise Refused(f"the file name '{_printable(rel)}' is not UTF-8; rename it "
+                              "(submissions may hold UTF-8 file names only)")
             if stat.S_ISLNK(mode):
                 raise Refused(f"{rel} is a symbolic link; submissions may hold regular files only")
             if stat.S_ISDIR(mode):
@@ -103,6 +111,20 @@ def read_submission(folder):
             with os.fdopen(fd, "rb") as f:
                 files[rel] = f.read()
     return files
+
+
+def _utf8(name):
+    """Whether a file name (as Python decodes it from the OS) is valid UTF-8."""
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # undecodable bytes, kept by the OS's surrogateescape
+        return False
+
+
+def _printable(name):
+    """A file name as text that can be printed and stored: undecodable bytes as \\xNN."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def check_notebooks(files, notebooks):

@@ -1,0 +1,113 @@
+"""Bounds on what a graded notebook keeps of its outputs, in bytes.
+
+nbgrader's LimitOutput counts lines, so one long line (a student printing 300 MB) would
+pass whole into the autograded notebook, the gradebook's view of it and the feedback
+page. Here each output, each cell and the whole notebook are bounded in bytes as the
+outputs arrive from the kernel: an output over a bound keeps its first bytes and ends
+with a note saying what was cut (a few hundred bytes beyond the bound); once a cell or
+the notebook is full, later outputs are left out (the note of the first cut one says so). A bound changes no grade: test cells
+are graded outside the kernel.
+"""
+from dataclasses import dataclass, field
+
+from nbformat.notebooknode import NotebookNode
+
+MiB = 2**20
+FRAME = 128  # bytes of an output besides its text (keys, type, stream name)
+
+
+@dataclass
+class OutputBounds:
+    output: int = 1 * MiB  # bytes of one output
+    cell: int = 4 * MiB  # of all the outputs of one cell
+    notebook: int = 16 * MiB  # of all the outputs of the notebook
+    used: dict = field(default_factory=dict)  # cell index -> bytes kept
+    total: int = 0
+
+    def admit(self, out, cell_index):
+        """What to keep of an output that just arrived for a cell: out itself, a cut copy
+        (with a note), or None (leave it out: the cell or the notebook is full)."""
+        used = self.used.get(cell_index, 0)
+        room = min(self.output, self.cell - used, self.notebook - self.total)
+        if room <= 0:
+            return None
+        size = output_size(out)
+        if size > room:
+            full = room < self.output  # the cell or the notebook, not this one output, is full
+            why = ("one output" if not full else
+                   "this cell's outputs" if room == self.cell - used else "the notebook's outputs")
+            rest = ("" if not full else "; later outputs of this cell are not kept"
+                    if why == "this cell's outputs" else "; later outputs of the notebook are not kept")
+            out = cut(out, room, f"{_human(size)} of output, more than {why} may keep when "
+                                 f"graded ({_limits(self)}){rest}")
+            size = output_size(out)
+            if full:
+                self.used[cell_index] = self.cell
+                self.total += size
+                return out
+        self.used[cell_index] = used + size
+        self.total += size
+        return out
+
+
+def _human(n):
+    return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n / 2**10:.0f} KiB"
+
+
+def _limits(bounds):
+    return (f"{_human(bounds.output)} an output, {_human(bounds.cell)} a cell, "
+            f"{_human(bounds.notebook)} a notebook")
+
+
+def _text_size(text, limit=None):
+    """Bytes of text in UTF-8, counted exactly only where it might matter."""
+    if not isinstance(text, str):
+        return 0
+    if limit is not None and 4 * len(text) <= limit:
+        return len(text)  # at most 4 bytes a character: certainly under the limit
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def output_size(out):
+    """The bytes of text one output holds (its JSON, give or take the punctuation)."""
+    return sum(_text_size(s) for s in _strings(dict(out)))
+
+
+def _head(text, limit):
+    """The first limit bytes of text, cut between characters."""
+    if _text_size(text, limit) <= limit:
+        return text
+    return text.encode("utf-8", "surrogatepass")[:max(0, limit)].decode("utf-8", "ignore")
+
+
+def cut(out, limit, reason):
+    """A copy of the output that holds at most about limit bytes, ending with a note."""
+    note = f"\n[output cut: {reason}]\n"
+    keep = max(0, limit - _text_size(note) - FRAME)
+    kind = out.get("output_type")
+    if kind == "stream":
+        return NotebookNode(output_type="stream", name=out.get("name", "stdout"),
+                            text=_head(out.get("text", ""), keep) + note)
+    if kind == "error":
+        return NotebookNode(output_type="error", ename=_head(out.get("ename", ""), 200),
+                            evalue=_head(out.get("evalue", ""), keep // 2) + note,
+                            traceback=[_head("\n".join(out.get("traceback", [])), keep // 2), note])
+    # display_data / execute_result: the plain text survives, the rest is dropped
+    plain = (out.get("data") or {}).get("text/plain", "")
+    plain = "\n".join(plain) if isinstance(plain, list) else plain
+    new = NotebookNode(output_type=kind, data={"text/plain": _head(plain, keep) + note}, metadata={})
+    if kind == "execute_result":
+        new["execution_count"] = out.get("execution_count")
+    return new

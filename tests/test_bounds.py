@@ -1,0 +1,78 @@
+"""What a graded notebook keeps of its outputs is bounded in bytes: each output, each cell,
+the whole notebook, with a note where something was cut."""
+import json
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+
+from grader.grading.bounds import OutputBounds, cut, output_size
+
+KB = 2**10
+NOTE = 512  # at most, the note that says what was cut
+
+
+def stream(text):
+    return NotebookNode(output_type="stream", name="stdout", text=text)
+
+
+def test_one_long_line_keeps_its_head_and_a_note():
+    bounds = OutputBounds(output=10 * KB, cell=40 * KB, notebook=100 * KB)
+    kept = bounds.admit(stream("x" * (3 * 2**20)), 0)
+    assert output_size(kept) <= 10 * KB
+    assert kept.text.startswith("x" * 1000) and "output cut: 3.0 MiB of output" in kept.text
+    assert "one output" in kept.text
+    # the cell still has room: a later, small output of it is kept whole
+    assert bounds.admit(stream("after\n"), 0).text == "after\n"
+
+
+def test_a_cell_and_the_notebook_are_bounded_in_all():
+    bounds = OutputBounds(output=10 * KB, cell=20 * KB, notebook=60 * KB)
+    kept = [bounds.admit(stream("y" * (8 * KB)), 0) for _ in range(6)]
+    assert [k is None for k in kept] == [False, False, False, True, True, True]
+    assert kept[1].text == "y" * (8 * KB)
+    assert "this cell's outputs" in kept[2].text and sum(output_size(k) for k in kept[:3]) <= 20 * KB
+    for cell in range(1, 10):
+        for _ in range(4):
+            bounds.admit(stream("z" * (8 * KB)), cell)
+    assert 60 * KB - 8 * KB < bounds.total <= 60 * KB + NOTE  # a cut output carries its note
+    assert bounds.admit(stream("late"), 11) is None
+
+
+def test_multibyte_text_is_counted_in_bytes_and_cut_between_characters():
+    bounds = OutputBounds(output=4 * KB, cell=8 * KB, notebook=8 * KB)
+    kept = bounds.admit(stream("\u00e9\u4e2d" * 10_000), 0)
+    assert len(json.dumps(dict(kept), ensure_ascii=False).encode()) <= 4 * KB + 200
+    kept.text.encode("utf-8")  # whole characters only
+
+
+def test_images_and_errors_keep_their_text_only():
+    image = NotebookNode(output_type="display_data", metadata={},
+                         data={"image/png": "A" * 50_000, "text/plain": "<Figure>"})
+    small = cut(image, 1 * KB, "too big")
+    assert set(small.data) == {"text/plain"} and small.data["text/plain"].startswith("<Figure>")
+    error = NotebookNode(output_type="error", ename="ValueError", evalue="v" * 50_000,
+                         traceback=["t" * 50_000])
+    assert output_size(cut(error, 2 * KB, "too big")) <= 2 * KB
+    nbformat.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        outputs=[small, cut(error, 2 * KB, "too big"), cut(stream("s" * 9000), KB, "x")])]))
+
+
+def test_a_graded_run_keeps_a_bounded_notebook(tmp_path):
+    """The grading preprocessor, in a real kernel: a 30 MB line and many small prints."""
+    from grader.grading.execute import GradingExecute
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("print('a' * 30_000_000)"),
+        nbformat.v4.new_code_cell("for i in range(20000): print('line', i)"),
+        nbformat.v4.new_code_cell("print('still here')"),
+    ])
+    ex = GradingExecute(kernel_name="python3", timeout=120, max_output_bytes=64 * KB,
+                        max_cell_output_bytes=128 * KB, max_notebook_output_bytes=512 * KB)
+    nb, _ = ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    size = len(nbformat.writes(nb).encode())
+    assert size < 600 * KB, size
+    first = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    assert first.startswith("aaaa") and "output cut: 28.6 MiB of output" in first
+    second = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert second.startswith("line 0\n") and "output cut" in second and "line 19999" not in second
+    assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == "still here\n"

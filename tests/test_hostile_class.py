@@ -1,0 +1,108 @@
+"""An honest student graded in the same run as hostile classmates (two embedded Dask
+workers, the real path): one prints a 300 MB line, one sends replies that unpack into
+30 million nested lists, one ignores the interrupt of a call that runs past its time.
+The honest score equals a quiet run's; each hostile submission is graded with its broken
+checks at 0 and the rest kept."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET, CLASS_CALL_TIMEOUT, db_scores
+from grader import synthetic
+from grader.grading import layout
+from grader.grading.autograde import Grading
+from grader.grading.status import Status
+
+pytestmark = pytest.mark.xdist_group("hostile")
+
+HUGE_LINE = 'print("x" * 300_000_000)\n'  # then the correct answer
+REPLY_BOMB = '''import zipfile
+def _bomb(obj, f, *a, **k):  # every reply: 30 million nested lists, about 60 KB compressed
+    n = 30_000_000
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", b"\\x80\\x02" + b"]" * n + b"a" * (n - 1) + b".")
+torch.save = _bomb
+'''
+IGNORES_INTERRUPT = '''import signal
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """Right with a mask; without one, a loop that ignores the interrupt."""
+    if mask is None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        while True:
+            pass
+    scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+    scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+'''
+HOSTILE = {"huge_line": lambda src: HUGE_LINE + src,
+           "reply_bomb": lambda src: REPLY_BOMB + src,
+           "ignores_interrupt": lambda src: IGNORES_INTERRUPT}
+
+
+def _grading(root, jobs):
+    return Grading(root, jobs=jobs, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT).run(progress=False)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    import nbformat
+
+    tmp = tmp_path_factory.mktemp("hostile")
+    quiet = synthetic.make_course(tmp / "quiet")
+    layout.ensure_gradebook(quiet, layout.load_config(quiet))  # once, for both courses
+    synthetic.make_submission(quiet, "honest", A, "correct")
+    loud = Path(shutil.copytree(quiet, tmp / "loud"))
+    for student, edit in HOSTILE.items():
+        folder = loud / "submitted" / student / A
+        folder.mkdir(parents=True)
+        nb = synthetic.answered(loud, A, A, edit=lambda gid, src, edit=edit: edit(src))
+        nbformat.write(nb, folder / f"{A}.ipynb")
+    loud_summary = _grading(loud, jobs=2)
+    quiet_summary = _grading(quiet, jobs=1)
+    return quiet, quiet_summary, loud, loud_summary
+
+
+def _passed(root, student):
+    outcomes = Status(root).get(student, A)["notebooks"][A]["outcomes"]
+    return {cell: [o["passed"] for o in outs] for cell, outs in outcomes.items()}
+
+
+def _messages(root, student):
+    outcomes = Status(root).get(student, A)["notebooks"][A]["outcomes"]
+    return {cell: [o["message"] for o in outs if not o["passed"]] for cell, outs in outcomes.items()}
+
+
+def test_the_honest_score_equals_a_quiet_runs(runs):
+    quiet, quiet_summary, loud, loud_summary = runs
+    assert quiet_summary["graded"] == 1 and loud_summary["graded"] == 4, loud_summary
+    assert db_scores(loud)["honest"] == db_scores(quiet)["honest"] == 10.0
+    assert _passed(loud, "honest") == _passed(quiet, "honest")
+
+
+def test_a_300_mb_line_is_cut_and_the_answer_still_graded(runs):
+    _, _, loud, _ = runs
+    assert db_scores(loud)["huge_line"] == 10.0
+    graded = loud / "autograded" / "huge_line" / A / f"{A}.ipynb"
+    assert graded.stat().st_size < 20 * 2**20
+    outputs = json.loads(graded.read_text())["cells"]
+    assert any("output cut: 286.1 MiB of output" in "".join(o.get("text", ""))
+               for cell in outputs for o in cell.get("outputs", []))
+
+
+def test_replies_that_unpack_into_millions_of_objects_fail_unread(runs):
+    _, _, loud, _ = runs
+    assert db_scores(loud)["reply_bomb"] == 0.0
+    messages = [m for ms in _messages(loud, "reply_bomb").values() for m in ms]
+    assert messages and all("structure is larger than" in m for m in messages), messages
+
+
+def test_a_call_that_ignores_its_interrupt_costs_its_checks_only(runs):
+    _, _, loud, _ = runs
+    passed = _passed(loud, "ignores_interrupt")
+    assert passed["test_sdpa_output"] == [True] and passed["test_sdpa_causal"] == [True]
+    assert db_scores(loud)["ignores_interrupt"] == 2.0  # the two checks before it keep their points
+    failed = _messages(loud, "ignores_interrupt")
+    messages = [m for ms in failed.values() for m in ms]
+    assert len(messages) == 3 and all("timed out" in m and "Likely mistake" not in m for m in messages)
