@@ -38,6 +38,7 @@ install: $(STAMP)
 
 $(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
 	$(PIP_INSTALL) -r requirements.txt
+	$(PIP) --no-deps -r $(LOCK)  # an environment installed before: brought to the locked versions
 	$(PIP) --no-deps -e .
 	$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 	$(PY) -m grader.isolation install

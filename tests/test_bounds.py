@@ -74,5 +74,8 @@ def test_a_graded_run_keeps_a_bounded_notebook(tmp_path):
     first = "".join(o.get("text", "") for o in nb.cells[0].outputs)
     assert first.startswith("aaaa") and "output cut: 28.6 MiB of output" in first
     second = "".join(o.get("text", "") for o in nb.cells[1].outputs)
-    assert second.startswith("line 0\n") and "output cut" in second and "line 19999" not in second
+    # (how the 20,000 lines are split into messages depends on the kernel's timing: the cell
+    # keeps at most its bound, whichever messages that is)
+    assert second.startswith("line 0\n") and "output cut" in second
+    assert len(second.encode()) <= 128 * KB + 2 * KB
     assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == "still here\n"
