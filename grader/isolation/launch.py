@@ -401,16 +401,20 @@ def unsharer(spec, fds):
         report(f"error {e}")
         os._exit(1)
     status_r, status_w = os.pipe()
+    # The host's /proc, held open: init shares this mount namespace, and its pivot_root
+    # moves this process's root too, after which "/proc" is the sandbox's own.
+    host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     pid = os.fork()
     if pid == 0:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
-        for fd in (fds["to_launcher"], fds["from_launcher"], status_r):
+        for fd in (fds["to_launcher"], fds["from_launcher"], status_r, host_proc):
             os.close(fd)
         init(spec, status_w, fds["output_w"], fds["lifeline_r"])
     for fd in (status_w, fds["from_launcher"], fds["output_w"], fds["lifeline_r"]):
         os.close(fd)
-    report(f"pid {pid} {_start_time(pid)}")
+    report(f"pid {pid} {_start_time(pid, host_proc)}")
+    os.close(host_proc)
     status = _read_line(status_r)
     os.close(status_r)
     if status == "ok":
@@ -481,9 +485,14 @@ def _read_line(fd):
     return data.decode(errors="replace").strip()
 
 
-def _start_time(pid):
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rsplit(b")", 1)[1].split()[19])
+def _start_time(pid, proc_fd):
+    """pid's start time (clock ticks after boot), read from the /proc held open as proc_fd;
+    init is this process's unreaped child, so its entry exists."""
+    fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=proc_fd)
+    try:
+        return int(os.read(fd, 4096).rsplit(b")", 1)[1].split()[19])
+    finally:
+        os.close(fd)
 
 
 def _write_state(path, state):

@@ -291,14 +291,15 @@ def isolation_available():
     global _AVAILABLE
     if _AVAILABLE is None:
         for attempt in range(SANDBOX_TRIES):
-            _AVAILABLE = _try_sandbox()
+            _AVAILABLE = try_sandbox()
             if _AVAILABLE[0]:
                 break
             time.sleep(0.5 * (attempt + 1))
     return _AVAILABLE
 
 
-def _try_sandbox():
+def try_sandbox():
+    """Build one sandbox that runs `true`: (True, "") or (False, why)."""
     import shutil
 
     if not sys.platform.startswith("linux"):
