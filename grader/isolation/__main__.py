@@ -23,7 +23,24 @@ def main(argv=None):
         return 0
     available, reason = isolation_available()
     print("isolated kernels: available" if available else f"isolated kernels: NOT available: {reason}")
+    if available:
+        print(warm_kernels())
     return 0 if available else 1
+
+
+def warm_kernels():
+    """One line: whether kernels are forked from a warm template here, or start cold."""
+    import time
+
+    from grader.isolation import template
+
+    started = time.monotonic()
+    tmpl, reason = template.shared()
+    if tmpl is None:
+        return f"warm kernels: NOT available, each kernel starts cold (imports torch itself): {reason}"
+    seconds = time.monotonic() - started
+    template.close_shared()
+    return f"warm kernels: available (the template imported torch and the notebooks' imports in {seconds:.1f} s)"
 
 
 if __name__ == "__main__":

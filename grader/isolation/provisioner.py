@@ -32,6 +32,7 @@ from grader.isolation import namespaces as ns
 from grader.isolation.stub import write_stub
 
 DEFAULTS = ns.Limits()
+_COLD_REASONS = set()  # why kernels of this process start cold, each said once
 
 
 class SandboxProvisioner(LocalProvisioner):
@@ -69,10 +70,18 @@ class SandboxProvisioner(LocalProvisioner):
     setup_timeout = Integer(60, config=True,
                             help="Seconds from launch until the kernel's sockets exist (the "
                                  "sandbox's set-up and the kernel's own start).")
+    warm = Bool(True, config=True,
+                help="Fork each kernel from this process's warm template (torch and the "
+                     "notebooks' imports already loaded; see grader/isolation/template.py); "
+                     "cold kernels where no template can be made, or if False.")
+    start_tries = Integer(3, config=True,
+                          help="Tries to build the sandbox before its kernel is said not to "
+                               "start (a loaded machine can refuse one for a moment).")
 
     rundir = None
     init_pid = None
     init_start = None
+    warm_started = None  # whether this kernel was forked from the warm template
     setup_seconds = None  # from launch to a built sandbox (namespaces, mounts, copies)
     ready_seconds = None  # from launch to the kernel's sockets, sealed
     kernel_cwd = None  # the kernel's working folder, as the kernel sees it
@@ -139,31 +148,22 @@ class SandboxProvisioner(LocalProvisioner):
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
 
     async def launch_kernel(self, cmd, **kwargs):
-        for name in ("state.json", "kernel.log"):
-            (self.rundir / name).unlink(missing_ok=True)
-        self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        env={"PATH": "/usr/bin:/bin"}, cwd=self.rundir,
-                                        start_new_session=True, close_fds=True)
-        self.pid = self.pgid = self.process.pid
         self.cwd = kwargs.get("cwd")
-        started = time.monotonic()
-        deadline = started + self.setup_timeout
-        while True:
-            state = ns.read_state(self.rundir)
-            if state is not None:
+        errors = []
+        for _ in range(max(1, self.start_tries)):
+            started = time.monotonic()
+            state = await self._launch_once(cmd)
+            if state["state"] == "running":
                 break
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                state = {"state": "failed", "error": "the sandbox's launcher stopped"
-                         if self.process.poll() is not None else
-                         f"the sandbox was not ready after {self.setup_timeout} s"}
-                break
-            await asyncio.sleep(0.005)
-        if state["state"] != "running":
             await self._stop()
             output = self.kernel_output().strip()
-            self._forget_rundir()
             output = f"; the kernel wrote:\n{output[-4000:]}" if output else ""
-            raise ns.SandboxError(f"the grading sandbox could not start: {state['error']}{output}")
+            errors.append(f"{state['error']}{output}")
+            self.log.warning("the grading sandbox did not start (%s); trying again", state["error"])
+        else:
+            self._forget_rundir()
+            tries = f" ({len(errors)} tries)" if len(errors) > 1 else ""
+            raise ns.SandboxError(f"the grading sandbox could not start{tries}: {errors[-1]}")
         self.init_pid, self.init_start = state["init_pid"], state["init_start"]
         self.setup_seconds = state["built_at"] - started
         self.ready_seconds = time.monotonic() - started
@@ -172,6 +172,44 @@ class SandboxProvisioner(LocalProvisioner):
         (self.rundir / "ipc.new").symlink_to(f"/proc/{self.init_pid}/root{ns.RUN_DIR}")
         (self.rundir / "ipc.new").replace(link)
         return self.connection_info
+
+    async def _launch_once(self, cmd):
+        """Start the launcher (forked from the warm template, or a new process) and wait
+        for the sandbox's state: running, or failed with the reason."""
+        for name in ("state.json", "kernel.log"):
+            (self.rundir / name).unlink(missing_ok=True)
+        self.process = self._fork_warm(cmd[-1]) if self.warm else None
+        self.warm_started = self.process is not None
+        if self.process is None:
+            self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            env={"PATH": "/usr/bin:/bin"}, cwd=self.rundir,
+                                            start_new_session=True, close_fds=True)
+        self.pid = self.pgid = self.process.pid
+        deadline = time.monotonic() + self.setup_timeout
+        while True:
+            state = ns.read_state(self.rundir)
+            if state is not None:
+                return state
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                return {"state": "failed", "error": "the sandbox's launcher stopped"
+                        if self.process.poll() is not None else
+                        f"the sandbox was not ready after {self.setup_timeout} s"}
+            await asyncio.sleep(0.005)
+
+    def _fork_warm(self, spec_path):
+        """The launcher forked from the warm template, or None (said once per process)."""
+        from grader.isolation import template
+
+        tmpl, reason = template.shared()
+        if tmpl is not None:
+            try:
+                return tmpl.spawn(spec_path)
+            except template.TemplateError as e:
+                reason = str(e)
+        if reason not in _COLD_REASONS:
+            _COLD_REASONS.add(reason)
+            self.log.warning("grading kernels start cold (each imports torch itself): %s", reason)
+        return None
 
     def host_path(self, path):
         """Where a path of the sandbox (say a file in kernel_cwd) is seen from the host
