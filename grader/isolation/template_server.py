@@ -72,6 +72,11 @@ def start_kernel(spec):
 
     os.environ.clear()
     os.environ.update(spec["env"])
+    # the signal dispositions a fresh interpreter starts with (the launcher reset them
+    # to the OS defaults for an exec)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_IGN)
     random.seed()  # from os.urandom, as a fresh interpreter seeds itself
     numpy.random.seed()
     torch.seed()  # a new non-deterministic seed, as each fresh interpreter gets
