@@ -24,8 +24,25 @@ def main(argv=None):
     available, reason = isolation_available()
     print("isolated kernels: available" if available else f"isolated kernels: NOT available: {reason}")
     if available:
+        print(enforced())
         print(warm_kernels())
     return 0 if available else 1
+
+
+def enforced():
+    """What limits a sandbox gets on this machine, in words."""
+    from grader.isolation import cgroups
+    from grader.isolation.namespaces import GiB, Limits
+
+    limits = Limits()
+    per_process = (f"per process (rlimits): {limits.memory / GiB:g} GiB of address space, "
+                   f"{limits.cpu_seconds} s of CPU; {limits.processes} processes of the "
+                   "sandbox's user")
+    support = cgroups.support()
+    if not support.version:
+        return f"{support.describe()}; limits {per_process}"
+    return (f"{support.describe()} ({limits.total_memory / GiB:g} GiB, {limits.processes} "
+            f"processes); also {per_process}")
 
 
 def warm_kernels():

@@ -526,6 +526,16 @@ def _start_time(pid, proc_fd):
         os.close(fd)
 
 
+def _join_cgroup(pid, procs_files):
+    """Put pid in each cgroup.procs file; "" or what went wrong."""
+    for path in procs_files:
+        try:
+            _write(path, str(pid))
+        except OSError as e:
+            return f"joining the sandbox's control group {os.path.dirname(path)}: {e.strerror}"
+    return ""
+
+
 def _write_state(path, state):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -563,6 +573,9 @@ def main(spec_path):
     for fd in (to_launcher_w, from_launcher_r, output_w, lifeline_r):
         os.close(fd)
     init, client = {}, os.getppid()
+    # The sandbox's control group (one per controller in cgroup v1): the unsharer joins it
+    # before it forks, so every process of the sandbox is counted there together.
+    joined = _join_cgroup(child, spec.get("cgroup_procs") or [])
 
     def forward(signum, frame):
         if init.get("pid"):
@@ -585,6 +598,9 @@ def main(spec_path):
             _write_state(spec["state"], {"state": "failed", "error": error})
             os.close(lifeline_w)
 
+    if joined:
+        fail(joined)
+        os.kill(child, signal.SIGKILL)
     with open(spec["log"], "ab") as log:
         open_fds = [to_launcher_r, output_r]
         while open_fds:

@@ -59,6 +59,7 @@ class Limits:
     tmp_size: int = 256 * MiB  # /tmp
     shm_size: int = 64 * MiB  # /dev/shm
     work_size: int = 256 * MiB  # the working folder
+    total_memory: int = 4 * GiB  # all the sandbox's processes together (its cgroup, if any)
 
     def rlimits(self):
         return {"RLIMIT_AS": [self.memory, self.memory],

@@ -28,6 +28,7 @@ from pathlib import Path
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Bool, Dict, Integer, List, Unicode
 
+from grader.isolation import cgroups
 from grader.isolation import namespaces as ns
 from grader.isolation.stub import write_stub
 
@@ -70,6 +71,13 @@ class SandboxProvisioner(LocalProvisioner):
     setup_timeout = Integer(60, config=True,
                             help="Seconds from launch until the kernel's sockets exist (the "
                                  "sandbox's set-up and the kernel's own start).")
+    total_memory = Integer(DEFAULTS.total_memory, config=True,
+                           help="Memory of all the sandbox's processes together, in bytes "
+                                "(enforced where the sandbox gets a cgroup of its own).")
+    use_cgroups = Bool(True, config=True,
+                       help="Give each sandbox a cgroup of its own (one memory and one process "
+                            "limit for all its processes, a CPU share, its CPU time) where this "
+                            "machine allows it; see `python -m grader.isolation check`.")
     warm = Bool(True, config=True,
                 help="Fork each kernel from this process's warm template (torch and the "
                      "notebooks' imports already loaded; see grader/isolation/template.py); "
@@ -82,6 +90,7 @@ class SandboxProvisioner(LocalProvisioner):
     init_pid = None
     init_start = None
     warm_started = None  # whether this kernel was forked from the warm template
+    cgroup = None  # the sandbox's cgroups.SandboxCgroup, where it has one
     setup_seconds = None  # from launch to a built sandbox (namespaces, mounts, copies)
     ready_seconds = None  # from launch to the kernel's sockets, sealed
     kernel_cwd = None  # the kernel's working folder, as the kernel sees it
@@ -91,7 +100,8 @@ class SandboxProvisioner(LocalProvisioner):
         return ns.Limits(memory=self.memory, cpu_seconds=self.cpu_seconds,
                          processes=self.processes, open_files=self.open_files,
                          file_size=self.file_size, tmp_size=self.tmp_size,
-                         shm_size=self.shm_size, work_size=self.work_size)
+                         shm_size=self.shm_size, work_size=self.work_size,
+                         total_memory=self.total_memory)
 
     async def pre_launch(self, **kwargs):
         try:
@@ -145,7 +155,35 @@ class SandboxProvisioner(LocalProvisioner):
                                host_ids=(self.host_uid, self.host_gid), font_cache=ns.font_cache(),
                                sockets=[f"{info['ip']}-{port}" for port in km.ports])
         self.kernel_cwd = spec["cwd"]
+        self._new_cgroup()
+        spec["cgroup_procs"] = self.cgroup.procs_files if self.cgroup else []
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
+
+    def _new_cgroup(self):
+        """A fresh cgroup for the sandbox about to start, where the machine allows one."""
+        self._remove_cgroup()
+        support = cgroups.support()
+        if not self.use_cgroups or not support.version:
+            return
+        try:
+            self.cgroup = cgroups.SandboxCgroup.create(support, self.total_memory, self.processes)
+        except OSError as e:
+            self.log.warning("the sandbox gets no cgroup of its own (per-process limits only): %s", e)
+
+    def _remove_cgroup(self):
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+    def sandbox_cpu_seconds(self):
+        """CPU time used so far by every process of the sandbox, children included, or None
+        where the sandbox has no cgroup to count it."""
+        if self.cgroup is None:
+            return None
+        try:
+            return self.cgroup.cpu_seconds()
+        except OSError:
+            return None
 
     async def launch_kernel(self, cmd, **kwargs):
         self.cwd = kwargs.get("cwd")
@@ -278,6 +316,7 @@ class SandboxProvisioner(LocalProvisioner):
     async def cleanup(self, restart=False):
         await super().cleanup(restart=restart)
         await self._stop()
+        self._remove_cgroup()
         self.kernel_output()
         if not restart:
             self._forget_rundir()
