@@ -126,8 +126,7 @@ def serve(path):
         if listener in ready:
             conn, _ = listener.accept()
             try:
-                pid = spawn(conn, listener, [wake_r, wake_w, sys.stdin.fileno()],
-                            [c.fileno() for c in waiting.values()])
+                pid = spawn(conn, listener, [wake_r, wake_w], [c.fileno() for c in waiting.values()])
             except OSError as e:
                 _send(conn, f"error {e}\n")
                 conn.close()
@@ -158,6 +157,12 @@ def spawn(conn, listener, own_fds, other_conns):
         for fd in own_fds + other_conns:
             os.close(fd)
         conn.close()
+        # stdin and stdout (the template's pipes to its parent) become /dev/null, never
+        # free numbers that the launcher's own pipes would then take
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
         launcher(spec_path)
     pidfd = os.pidfd_open(pid)
     try:
