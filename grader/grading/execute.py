@@ -6,7 +6,11 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
 - every code cell of the submitted notebook except its test cells runs once, in order,
   in a fresh kernel (the isolated kernel spec where the machine allows it), with
   nbgrader's semantics: IPython syntax, an error does not stop later cells, and a time
-  budget for the whole notebook on top of the per-cell timeout;
+  budget for the whole notebook on top of the per-cell timeout. Where the kernel's
+  sandbox counts its CPU time (a cgroup of its own), both are CPU seconds of the
+  submission's own processes, children included, so a loaded machine cannot spend them;
+  a wall-clock ceiling `wall_factor` times larger stops a notebook only when the machine
+  stalls, and such a notebook is graded again later (WALL_CEILING_ERROR), never scored;
 - a test cell is never executed in the kernel. Its checks are read from the grading plan
   that `make release` stored in the *source* notebook's cell (grader.grading.plan), and run
   here, in the trusted process, calling the student's objects in the kernel through
@@ -19,6 +23,7 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   plots, a model trained to look at) are not run unless `run_after_last_graded` is set:
   nothing there can change a grade, and in 04–06 they are a third of a notebook's time.
 """
+import asyncio
 import base64
 import json
 import os
@@ -27,6 +32,7 @@ import time
 from pathlib import Path
 
 import nbformat
+from jupyter_core.utils import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool, Integer, Unicode
 
@@ -34,6 +40,8 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
+WALL_CEILING_ERROR = "NotebookWallClockCeilingReached"
+CELL_CPU_ERROR = "CellTimeoutError"
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"
@@ -55,6 +63,10 @@ class GradingExecute(Execute):
         20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
     device = Unicode(
         "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+    wall_factor = Integer(
+        4, help="Where budgets count CPU time: the wall-clock ceiling of a cell and of the "
+                "notebook, as a multiple of their CPU limits (only a stalled machine reaches "
+                "it; the submission is then graded again later).").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
@@ -63,6 +75,7 @@ class GradingExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
+        self._cpu_start = None  # the sandbox's CPU seconds when its first cell ran
         self._calling = False
         self._plans, self._outcomes = None, {}
         info = (resources or {}).get("nbgrader", {})
@@ -86,10 +99,36 @@ class GradingExecute(Execute):
         path = Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
         return plan.read(nbformat.read(path, as_version=4))
 
+    # --- budgets: CPU seconds of the sandbox where it counts them, else wall seconds ----
+
+    def _sandbox_cpu(self):
+        """CPU seconds of the kernel's sandbox so far (None where it is not counted)."""
+        counter = getattr(getattr(self, "km", None) and self.km.provisioner, "sandbox_cpu_seconds", None)
+        return counter() if counter is not None else None
+
+    def _cpu_used(self):
+        now = self._sandbox_cpu()
+        if now is None:
+            return None
+        if getattr(self, "_cpu_start", None) is None:
+            self._cpu_start = now
+        return now - self._cpu_start
+
     def _remaining(self):
+        used = self._cpu_used()
+        if used is not None:
+            return self.notebook_budget - used
         return getattr(self, "_deadline", float("inf")) - time.monotonic()
 
-    def _get_timeout(self, cell):
+    def _wall_left(self):
+        """Seconds to the notebook's wall-clock ceiling (infinite where budgets are wall time)."""
+        if self._sandbox_cpu() is None:
+            return float("inf")
+        ceiling = self.notebook_budget * (self.wall_factor - 1)  # _deadline is one budget
+        return getattr(self, "_deadline", float("inf")) + ceiling - time.monotonic()
+
+    def _cell_limit(self, cell):
+        """The cell's limit: CPU seconds where counted, else wall seconds (None: none)."""
         timeout = super()._get_timeout(cell)
         if getattr(self, "_calling", False):
             timeout = min(timeout or self.call_timeout, self.call_timeout)
@@ -98,9 +137,48 @@ class GradingExecute(Execute):
             return timeout
         return max(1, min(timeout or remaining, int(remaining) + 1))
 
+    def _get_timeout(self, cell):
+        limit = self._cell_limit(cell)
+        if limit is None or self._sandbox_cpu() is None:
+            return limit
+        # nbclient's own timeout is the wall-clock ceiling; the CPU limit is watched below
+        return max(1, int(min(limit * self.wall_factor, self._wall_left())) + 1)
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        limit = self._cell_limit(cell) if self._sandbox_cpu() is not None else None
+        watch = asyncio.ensure_future(self._watch_cpu(limit)) if limit else None
+        try:
+            cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        finally:
+            if watch is not None:
+                watch.cancel()
+        if watch is not None and not watch.cancelled() and watch.done() and watch.result():
+            cell.outputs.append(error_output(
+                CELL_CPU_ERROR, f"{CELL_CPU_ERROR}: the cell used more than {limit} s of CPU "
+                                "time and was interrupted"))
+        return cell
+
+    execute_cell = run_sync(async_execute_cell)
+
+    async def _watch_cpu(self, limit):
+        """Interrupt the kernel once this cell has used `limit` CPU seconds; True if it did."""
+        start = self._sandbox_cpu()
+        while True:
+            await asyncio.sleep(0.05)
+            now = self._sandbox_cpu()
+            if now is not None and now - start > limit:
+                await ensure_async(self.km.interrupt_kernel())
+                return True
+
     def preprocess_cell(self, cell, resources, index):
         from grader.grading import plan
 
+        if cell.cell_type == "code" and self._wall_left() <= 0:
+            message = (f"the machine was too busy: the notebook reached its wall-clock ceiling "
+                       f"({self.notebook_budget * self.wall_factor} s) before its CPU budget; "
+                       "it is graded again on the next run")
+            cell.outputs = [error_output(WALL_CEILING_ERROR, f"{WALL_CEILING_ERROR}: {message}")]
+            return cell, resources
         if cell.cell_type == "code" and self._remaining() <= 0:
             message = (f"the notebook used up its time budget of {self.notebook_budget} s; "
                        "this cell was not run")
