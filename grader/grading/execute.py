@@ -10,7 +10,9 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   sandbox counts its CPU time (a cgroup of its own), both are CPU seconds of the
   submission's own processes, children included, so a loaded machine cannot spend them;
   a wall-clock ceiling `wall_factor` times larger stops a notebook only when the machine
-  stalls, and such a notebook is graded again later (WALL_CEILING_ERROR), never scored;
+  stalls, and such a notebook is graded again later (WALL_CEILING_ERROR), never scored.
+  A cell that computes next to nothing for its whole limit (it sleeps or waits) is
+  stopped then, as with a wall-clock timeout;
 - a test cell is never executed in the kernel. Its checks are read from the grading plan
   that `make release` stored in the *source* notebook's cell (grader.grading.plan), and run
   here, in the trusted process, calling the student's objects in the kernel through
@@ -42,6 +44,9 @@ from nbgrader.preprocessors import Execute
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 WALL_CEILING_ERROR = "NotebookWallClockCeilingReached"
 CELL_CPU_ERROR = "CellTimeoutError"
+# A cell whose sandbox gets less than this share of one CPU over a whole cell limit is
+# waiting (sleep, blocked input), not computing on a busy machine: it is stopped then.
+IDLE_SHARE = 0.02
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"
@@ -153,22 +158,33 @@ class GradingExecute(Execute):
             if watch is not None:
                 watch.cancel()
         if watch is not None and not watch.cancelled() and watch.done() and watch.result():
+            why = {"cpu": f"used more than {limit} s of CPU time",
+                   "idle": f"waited {limit} s without computing"}[watch.result()]
             cell.outputs.append(error_output(
-                CELL_CPU_ERROR, f"{CELL_CPU_ERROR}: the cell used more than {limit} s of CPU "
-                                "time and was interrupted"))
+                CELL_CPU_ERROR, f"{CELL_CPU_ERROR}: the cell {why} and was interrupted"))
         return cell
 
     execute_cell = run_sync(async_execute_cell)
 
     async def _watch_cpu(self, limit):
-        """Interrupt the kernel once this cell has used `limit` CPU seconds; True if it did."""
-        start = self._sandbox_cpu()
+        """Interrupt the kernel once this cell has used `limit` CPU seconds ("cpu"), or has
+        computed next to nothing for `limit` seconds of wall time ("idle": it sleeps or
+        waits, which no load of the machine explains); None while neither happened."""
+        start = window_cpu = self._sandbox_cpu()
+        window_start = time.monotonic()
         while True:
             await asyncio.sleep(0.05)
             now = self._sandbox_cpu()
-            if now is not None and now - start > limit:
+            if now is None:
+                return None
+            reason = "cpu" if now - start > limit else None
+            if reason is None and time.monotonic() - window_start >= limit:
+                if now - window_cpu < IDLE_SHARE * limit:
+                    reason = "idle"
+                window_start, window_cpu = time.monotonic(), now
+            if reason:
                 await ensure_async(self.km.interrupt_kernel())
-                return True
+                return reason
 
     def preprocess_cell(self, cell, resources, index):
         from grader.grading import plan
