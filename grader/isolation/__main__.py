@@ -1,7 +1,9 @@
 """python -m grader.isolation install | check
 
 install: write the attention-grading kernel spec into this environment.
-check: say whether isolated kernels can run here (exit status 1 if not).
+check: say whether isolated kernels can run here (exit status 1 if not), which limits a
+sandbox gets (a cgroup of its own, or per-process limits only) and whether kernels start
+warm (forked from a template) or cold.
 """
 import argparse
 import sys
