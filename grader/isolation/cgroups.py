@@ -100,6 +100,8 @@ class SandboxCgroup:
         if not support.version:
             return None
         name = f"{PREFIX}{uuid.uuid4().hex[:12]}"
+        for base in support.bases.values():
+            _sweep(base)
         if support.version == "v1":
             folders = {c: support.bases[c] / name for c in V1_CONTROLLERS}
         else:
@@ -163,6 +165,21 @@ class SandboxCgroup:
                         return False
                     time.sleep(0.01)
         return True
+
+
+LEFTOVER_AGE = 600  # seconds: an empty sandbox group this old was left by a sandbox that ended slowly
+
+
+def _sweep(base):
+    """Remove empty sandbox groups that an earlier sandbox's processes left behind (they
+    may take longer to exit than remove() waits); a group in use cannot be removed."""
+    now = time.time()
+    for folder in base.glob(f"{PREFIX}*"):
+        try:
+            if now - folder.stat().st_mtime > LEFTOVER_AGE:
+                folder.rmdir()
+        except OSError:
+            pass
 
 
 def _put(path, value, required=True):

@@ -208,8 +208,19 @@ def main(path):
     if torch.cuda.is_initialized():  # asks, never initialises
         print("unfit: CUDA was initialised by the imports (a fork cannot carry it)", flush=True)
         return 1
-    serve(path)
+    try:
+        serve(path)
+    finally:
+        _remove_folder(os.path.dirname(path))
     return 0
+
+
+def _remove_folder(folder):
+    """The template's private folder (its socket and log), once it leaves."""
+    if os.path.basename(folder).startswith("attention-template-"):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
