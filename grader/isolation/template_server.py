@@ -40,6 +40,8 @@ def _load_launcher():
 
 launch = _load_launcher()
 INLINE = "module://matplotlib_inline.backend_inline"
+PR_SET_NAME = 15
+KERNEL_PROCESS_NAME = b"ipykernel"
 
 
 def warm_imports():
@@ -72,6 +74,10 @@ def start_kernel(spec):
 
     os.environ.clear()
     os.environ.update(spec["env"])
+    import ctypes
+
+    # its name in ps and psutil (its command line stays the template's)
+    ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(KERNEL_PROCESS_NAME), 0, 0, 0)
     # the signal dispositions a fresh interpreter starts with (the launcher reset them
     # to the OS defaults for an exec)
     signal.signal(signal.SIGINT, signal.default_int_handler)
