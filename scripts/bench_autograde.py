@@ -1,13 +1,16 @@
 """Benchmark: one synthetic class graded by plain nbgrader and on Dask, 1 and 2 workers.
 
     python scripts/bench_autograde.py [--students 6] [--assignments 05_scaled_attention ...]
-                                      [--runs plain,local1,local2,external2]
+                                      [--runs stock,plain,local1,local2,external2]
                                       [--estimate-submissions 10000] [--estimate-workers 64]
 
 Builds a synthetic class (every student submits every assignment; answers mixed:
 correct, left as the stub, raising, softmax over the wrong dimension) and grades one
 copy of it each way, in this order:
 
+  stock      stock nbgrader: `nbgrader autograde` on a copy of the course whose
+             nbgrader_config.py only names its folders, so nbgrader's own Execute runs
+             every cell, test cells included, in the notebook's plain python3 kernel
   plain      plain `nbgrader autograde` (its CLI), one assignment after another; the
              course's nbgrader_config.py makes it grade the way make autograde does
   local1     `python -m grader.grading.autograde --jobs 1`: the embedded LocalCluster
@@ -40,7 +43,13 @@ from grader import synthetic
 from grader.grading import layout
 
 MIX = ["correct"] * 5 + ["stub"] * 2 + ["exception"] * 2 + ["softmax_wrong_dim"]
-RUNS = ("plain", "local1", "local2", "external2")
+RUNS = ("stock", "plain", "local1", "local2", "external2")
+STOCK_CONFIG = """c = get_config()
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "self-attention"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+"""
 
 
 def build_class(root, students, assignments, seed=0):
@@ -59,11 +68,12 @@ def timed(cmd, cwd):
 
 
 def kernel_floor(kernel_name, repeats=3):
-    """Seconds to start the grading kernel and import torch in it (median)."""
+    """Seconds to start the grading kernel and import torch in it (median of repeats, after
+    one start that is not counted: it starts this process's warm template)."""
     from jupyter_client.manager import KernelManager
 
     times = []
-    for _ in range(repeats):
+    for _ in range(repeats + 1):
         workdir = tempfile.mkdtemp(prefix="bench-floor-")
         start = time.perf_counter()
         km = KernelManager(kernel_name=kernel_name)
@@ -77,7 +87,7 @@ def kernel_floor(kernel_name, repeats=3):
         kc.stop_channels()
         km.shutdown_kernel(now=True)
         shutil.rmtree(workdir, ignore_errors=True)
-    return statistics.median(times)
+    return statistics.median(times[1:])
 
 
 def scores(root, assignments):
@@ -169,7 +179,12 @@ def main(argv=None):
 
         for run in runs:
             root = roots[run]
-            if run == "plain":
+            if run == "stock":
+                (root / "nbgrader_config.py").write_text(STOCK_CONFIG.format(root=str(root)))
+                nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "--force"]
+                wall[run] = sum(timed(nbgrader + [a], root) for a in assignments)
+                label = "stock nbgrader (its Execute, python3 kernel), sequential"
+            elif run == "plain":
                 nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "--force"]
                 wall[run] = sum(timed(nbgrader + [a], root) for a in assignments)
                 label = "plain nbgrader autograde, sequential"
@@ -187,7 +202,8 @@ def main(argv=None):
                   flush=True)
 
         per_task = task_seconds(roots["local1"])
-        graded = {run: scores(roots[run], assignments) for run in runs}
+        # stock nbgrader runs the checks in the student's kernel: its scores are its own
+        graded = {run: scores(roots[run], assignments) for run in runs if run != "stock"}
         reference = graded["local1"]
         disagree = {run: sorted(k for k in set(g) | set(reference) if g.get(k) != reference.get(k))
                     for run, g in graded.items()}
@@ -204,15 +220,20 @@ def main(argv=None):
     print()
     print("throughput against local1 (1 worker):")
     for run in runs:
-        workers = 1 if run in ("plain", "local1") else 2
+        workers = 1 if run in ("stock", "plain", "local1") else 2
         speedup = wall["local1"] / wall[run]
         efficiency = speedup / workers
         print(f"  {run:10s} {workers} worker(s): {speedup:5.2f}x the throughput, "
               f"scaling efficiency {efficiency:4.2f}")
     if "plain" in wall:
         print(f"  local2 against plain nbgrader: {wall['plain'] / wall.get('local2', wall['local1']):.2f}x")
+    if "stock" in wall:
+        for run in ("local1", "local2"):
+            if run in wall:
+                print(f"  {run} against stock nbgrader: {wall['stock'] / wall[run]:.2f}x")
     mean_task = statistics.mean(per_task)
-    print(f"floor: start the grading kernel and import torch     {floor:6.2f} s")
+    print(f"floor: start the grading kernel and import torch     {floor:6.2f} s "
+          "(a submission's fixed cost in its kernel)")
     print(f"one worker's time per submission (local1, mean)      {mean_task:6.2f} s "
           f"({mean_task / floor:.2f}x the floor; min {min(per_task):.1f}, max {max(per_task):.1f})")
     print(f"client: merging one result into {args.estimate_submissions} submissions    "

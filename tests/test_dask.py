@@ -82,7 +82,8 @@ def graded_once(root, students):
 def kernels_of(proc):
     try:
         return [p for p in psutil.Process(proc.pid).children(recursive=True)
-                if "ipykernel_launcher" in " ".join(p.cmdline())]
+                if "ipykernel_launcher" in " ".join(p.cmdline())
+                or p.name() == "ipykernel"]  # a warm kernel, forked from the template
     except psutil.NoSuchProcess:
         return []
 

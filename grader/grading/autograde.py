@@ -440,7 +440,8 @@ class Grading:
 
         student, assignment = result.student, result.assignment
         final = self.root / "autograded" / student / assignment
-        entry = {"fingerprint": fp, "status": result.status, "graded_at": time.time(),
+        entry = {"fingerprint": None if result.retry else fp,  # no fingerprint: graded again
+                 "status": result.status, "graded_at": time.time(),
                  "elapsed": round(result.elapsed, 2)}
         with self._gradebook() as gb:
             if result.status == "graded":

@@ -6,7 +6,13 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
 - every code cell of the submitted notebook except its test cells runs once, in order,
   in a fresh kernel (the isolated kernel spec where the machine allows it), with
   nbgrader's semantics: IPython syntax, an error does not stop later cells, and a time
-  budget for the whole notebook on top of the per-cell timeout;
+  budget for the whole notebook on top of the per-cell timeout. Where the kernel's
+  sandbox counts its CPU time (a cgroup of its own), both are CPU seconds of the
+  submission's own processes, children included, so a loaded machine cannot spend them;
+  a wall-clock ceiling `wall_factor` times larger stops a notebook only when the machine
+  stalls, and such a notebook is graded again later (WALL_CEILING_ERROR), never scored.
+  A cell that computes next to nothing for its whole limit (it sleeps or waits) is
+  stopped then, as with a wall-clock timeout;
 - a test cell is never executed in the kernel. Its checks are read from the grading plan
   that `make release` stored in the *source* notebook's cell (grader.grading.plan), and run
   here, in the trusted process, calling the student's objects in the kernel through
@@ -29,6 +35,7 @@ import time
 from pathlib import Path
 
 import nbformat
+from jupyter_core.utils import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool, Integer, Unicode
 
@@ -40,6 +47,11 @@ from grader.grading import bounds, plan, scan, tamper
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 TIMEOUT_ERROR = "CellTimeoutError"
+WALL_CEILING_ERROR = "NotebookWallClockCeilingReached"
+CELL_CPU_ERROR = TIMEOUT_ERROR
+# A cell whose sandbox gets less than this share of one CPU over a whole cell limit is
+# waiting (sleep, blocked input), not computing on a busy machine: it is stopped then.
+IDLE_SHARE = 0.02
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"
@@ -75,6 +87,10 @@ class GradingExecute(Execute):
     interrupt_grace = Integer(
         10, help="Seconds a kernel interrupted at a cell's time limit has to become idle (after "
                  "nbclient's iopub_timeout) before it is stopped.").tag(config=True)
+    wall_factor = Integer(
+        4, help="Where budgets count CPU time: the wall-clock ceiling of a cell and of the "
+                "notebook, as a multiple of their CPU limits (only a stalled machine reaches "
+                "it; the submission is then graded again later).").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
@@ -83,6 +99,7 @@ class GradingExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_budget
+        self._cpu_start = None  # the sandbox's CPU seconds when its first cell ran
         self._calling = False
         self._plans, self._outcomes, self._channel = None, {}, None
         self._stopped = None  # why the kernel was stopped (a cell that ignored its interrupt)
@@ -116,10 +133,36 @@ class GradingExecute(Execute):
         path = Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
         return nbformat.read(path, as_version=4)
 
+    # --- budgets: CPU seconds of the sandbox where it counts them, else wall seconds ----
+
+    def _sandbox_cpu(self):
+        """CPU seconds of the kernel's sandbox so far (None where it is not counted)."""
+        counter = getattr(getattr(self, "km", None) and self.km.provisioner, "sandbox_cpu_seconds", None)
+        return counter() if counter is not None else None
+
+    def _cpu_used(self):
+        now = self._sandbox_cpu()
+        if now is None:
+            return None
+        if getattr(self, "_cpu_start", None) is None:
+            self._cpu_start = now
+        return now - self._cpu_start
+
     def _remaining(self):
+        used = self._cpu_used()
+        if used is not None:
+            return self.notebook_budget - used
         return getattr(self, "_deadline", float("inf")) - time.monotonic()
 
-    def _get_timeout(self, cell):
+    def _wall_left(self):
+        """Seconds to the notebook's wall-clock ceiling (infinite where budgets are wall time)."""
+        if self._sandbox_cpu() is None:
+            return float("inf")
+        ceiling = self.notebook_budget * (self.wall_factor - 1)  # _deadline is one budget
+        return getattr(self, "_deadline", float("inf")) + ceiling - time.monotonic()
+
+    def _cell_limit(self, cell):
+        """The cell's limit: CPU seconds where counted, else wall seconds (None: none)."""
         timeout = super()._get_timeout(cell)
         if getattr(self, "_calling", False):
             timeout = min(timeout or self.call_timeout, self.call_timeout)
@@ -128,7 +171,57 @@ class GradingExecute(Execute):
             return timeout
         return max(1, min(timeout or remaining, int(remaining) + 1))
 
+    def _get_timeout(self, cell):
+        limit = self._cell_limit(cell)
+        if limit is None or self._sandbox_cpu() is None:
+            return limit
+        # nbclient's own timeout is the wall-clock ceiling; the CPU limit is watched below
+        return max(1, int(min(limit * self.wall_factor, self._wall_left())) + 1)
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        limit = self._cell_limit(cell) if self._sandbox_cpu() is not None else None
+        watch = asyncio.ensure_future(self._watch_cpu(limit)) if limit else None
+        try:
+            cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        finally:
+            if watch is not None:
+                watch.cancel()
+        if watch is not None and not watch.cancelled() and watch.done() and watch.result():
+            why = {"cpu": f"used more than {limit} s of CPU time",
+                   "idle": f"waited {limit} s without computing"}[watch.result()]
+            cell.outputs.append(error_output(
+                CELL_CPU_ERROR, f"{CELL_CPU_ERROR}: the cell {why} and was interrupted"))
+        return cell
+
+    execute_cell = run_sync(async_execute_cell)
+
+    async def _watch_cpu(self, limit):
+        """Interrupt the kernel once this cell has used `limit` CPU seconds ("cpu"), or has
+        computed next to nothing for `limit` seconds of wall time ("idle": it sleeps or
+        waits, which no load of the machine explains); None while neither happened."""
+        start = window_cpu = self._sandbox_cpu()
+        window_start = time.monotonic()
+        while True:
+            await asyncio.sleep(0.05)
+            now = self._sandbox_cpu()
+            if now is None:
+                return None
+            reason = "cpu" if now - start > limit else None
+            if reason is None and time.monotonic() - window_start >= limit:
+                if now - window_cpu < IDLE_SHARE * limit:
+                    reason = "idle"
+                window_start, window_cpu = time.monotonic(), now
+            if reason:
+                await ensure_async(self.km.interrupt_kernel())
+                return reason
+
     def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and self._wall_left() <= 0:
+            message = (f"the machine was too busy: the notebook reached its wall-clock ceiling "
+                       f"({self.notebook_budget * self.wall_factor} s) before its CPU budget; "
+                       "it is graded again on the next run")
+            cell.outputs = [error_output(WALL_CEILING_ERROR, f"{WALL_CEILING_ERROR}: {message}")]
+            return cell, resources
         if cell.cell_type == "code" and self._remaining() <= 0:
             message = (f"the notebook used up its time budget of {self.notebook_budget} s; "
                        "this cell was not run")

@@ -61,6 +61,7 @@ class SubmissionResult:
     #              "flags": [Flag as dict, ...]}
     notebooks: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)  # relative path -> bytes: the autograded folder
+    retry: bool = False  # not graded because the machine stalled: grade it again next run
 
     def to_json(self):
         data = asdict(self)
@@ -202,7 +203,7 @@ def _results(course, job):
     import nbformat
     from nbgrader.api import Gradebook
 
-    from grader.grading.execute import BUDGET_ERROR, outcomes_path
+    from grader.grading.execute import BUDGET_ERROR, WALL_CEILING_ERROR, outcomes_path
 
     out = course / "autograded" / job.student / job.assignment
     notebooks = {}
@@ -214,8 +215,9 @@ def _results(course, job):
             recorded = json.loads(path.read_text()) if path.exists() else {}
             outcomes = recorded.get("cells", {})
             graded = nbformat.read(out / f"{nb.name}.ipynb", as_version=4)
-            exceeded = any(o.get("ename") == BUDGET_ERROR for c in graded.cells
-                           for o in c.get("outputs", []) if o.get("output_type") == "error")
+            errors = {o.get("ename") for c in graded.cells for o in c.get("outputs", [])
+                      if o.get("output_type") == "error"}
+            exceeded = BUDGET_ERROR in errors
             notebooks[nb.name] = {
                 "grades": {g.name: [g.auto_score, g.max_score, g.needs_manual_grade] for g in nb.grades},
                 "comments": {c.name: c.auto_comment for c in nb.comments},
@@ -223,6 +225,7 @@ def _results(course, job):
                 "outcomes": outcomes,
                 "budget_exceeded": exceeded,
                 "flags": recorded.get("flags", []),  # grader.grading.scan.Flag as dicts
+                "stalled": WALL_CEILING_ERROR in errors,
             }
     return timestamp, notebooks
 
@@ -252,6 +255,11 @@ def grade_submission(job):
             result.reason = _explain(f"{outcome['log']}\n{outcome['error']}")
             return result
         result.timestamp, result.notebooks = _results(course, job)
+        if any(nb.pop("stalled") for nb in result.notebooks.values()):
+            result.notebooks, result.retry = {}, True
+            result.reason = ("the machine was too busy: a notebook reached its wall-clock ceiling "
+                             "before its CPU budget; graded again on the next run")
+            return result
         result.files = _read_tree(out)
         result.status = "graded"
         return result

@@ -27,7 +27,8 @@ __all__ = ["KERNEL_NAME", "PROVISIONER_NAME", "IsolationUnavailable", "Limits", 
 
 SETTINGS = ("memory", "cpu_seconds", "processes", "open_files", "file_size", "tmp_size",
             "shm_size", "work_size", "threads", "readable", "workdir", "copy_workdir",
-            "course_dirs", "extra_env", "host_uid", "host_gid", "setup_timeout")
+            "course_dirs", "extra_env", "host_uid", "host_gid", "setup_timeout", "warm", "start_tries",
+            "total_memory", "use_cgroups")
 
 
 def require_isolation():

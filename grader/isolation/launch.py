@@ -280,13 +280,42 @@ def apply_limits(limits):
         resource.setrlimit(number, (soft, hard))
 
 
+# Set by a warm template (grader/isolation/template_server.py) in the process it forks:
+# called with the spec instead of exec'ing spec["argv"], with everything else the same.
+IN_PROCESS_PROGRAM = None
+
+
+def _run_in_process(spec):
+    """IN_PROCESS_PROGRAM(spec), then leave as an interpreter does (exit handlers run)."""
+    code = 0
+    try:
+        IN_PROCESS_PROGRAM(spec)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # noqa: BLE001 - shown on the kernel's output, as a crash would be
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def start_program(spec, output_fd):
     pid = os.fork()
     if pid:
         return pid
     try:
         os.setsid()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD,
+        signal.set_wakeup_fd(-1)  # init's; a program started in process must not keep it
+        for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD,
                     signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -296,6 +325,8 @@ def start_program(spec, output_fd):
         os.dup2(output_fd, 2)
         os.closerange(3, 65536)
         os.chdir(spec["cwd"])
+        if IN_PROCESS_PROGRAM is not None:
+            _run_in_process(spec)
         os.execve(spec["argv"][0], spec["argv"], spec["env"])
     except BaseException as e:  # noqa: BLE001 - report anything, then leave
         os.write(2, f"sandbox: could not start {spec['argv'][0]}: {e}\n".encode())
@@ -401,16 +432,20 @@ def unsharer(spec, fds):
         report(f"error {e}")
         os._exit(1)
     status_r, status_w = os.pipe()
+    # The host's /proc, held open: init shares this mount namespace, and its pivot_root
+    # moves this process's root too, after which "/proc" is the sandbox's own.
+    host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
     pid = os.fork()
     if pid == 0:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
-        for fd in (fds["to_launcher"], fds["from_launcher"], status_r):
+        for fd in (fds["to_launcher"], fds["from_launcher"], status_r, host_proc):
             os.close(fd)
         init(spec, status_w, fds["output_w"], fds["lifeline_r"])
     for fd in (status_w, fds["from_launcher"], fds["output_w"], fds["lifeline_r"]):
         os.close(fd)
-    report(f"pid {pid} {_start_time(pid)}")
+    report(f"pid {pid} {_start_time(pid, host_proc)}")
+    os.close(host_proc)
     status = _read_line(status_r)
     os.close(status_r)
     if status == "ok":
@@ -481,9 +516,24 @@ def _read_line(fd):
     return data.decode(errors="replace").strip()
 
 
-def _start_time(pid):
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rsplit(b")", 1)[1].split()[19])
+def _start_time(pid, proc_fd):
+    """pid's start time (clock ticks after boot), read from the /proc held open as proc_fd;
+    init is this process's unreaped child, so its entry exists."""
+    fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=proc_fd)
+    try:
+        return int(os.read(fd, 4096).rsplit(b")", 1)[1].split()[19])
+    finally:
+        os.close(fd)
+
+
+def _join_cgroup(pid, procs_files):
+    """Put pid in each cgroup.procs file; "" or what went wrong."""
+    for path in procs_files:
+        try:
+            _write(path, str(pid))
+        except OSError as e:
+            return f"joining the sandbox's control group {os.path.dirname(path)}: {e.strerror}"
+    return ""
 
 
 def _write_state(path, state):
@@ -523,6 +573,9 @@ def main(spec_path):
     for fd in (to_launcher_w, from_launcher_r, output_w, lifeline_r):
         os.close(fd)
     init, client = {}, os.getppid()
+    # The sandbox's control group (one per controller in cgroup v1): the unsharer joins it
+    # before it forks, so every process of the sandbox is counted there together.
+    joined = _join_cgroup(child, spec.get("cgroup_procs") or [])
 
     def forward(signum, frame):
         if init.get("pid"):
@@ -545,6 +598,9 @@ def main(spec_path):
             _write_state(spec["state"], {"state": "failed", "error": error})
             os.close(lifeline_w)
 
+    if joined:
+        fail(joined)
+        os.kill(child, signal.SIGKILL)
     with open(spec["log"], "ab") as log:
         open_fds = [to_launcher_r, output_r]
         while open_fds:

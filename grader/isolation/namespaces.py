@@ -59,6 +59,7 @@ class Limits:
     tmp_size: int = 256 * MiB  # /tmp
     shm_size: int = 64 * MiB  # /dev/shm
     work_size: int = 256 * MiB  # the working folder
+    total_memory: int = 4 * GiB  # all the sandbox's processes together (its cgroup, if any)
 
     def rlimits(self):
         return {"RLIMIT_AS": [self.memory, self.memory],
@@ -291,14 +292,15 @@ def isolation_available():
     global _AVAILABLE
     if _AVAILABLE is None:
         for attempt in range(SANDBOX_TRIES):
-            _AVAILABLE = _try_sandbox()
+            _AVAILABLE = try_sandbox()
             if _AVAILABLE[0]:
                 break
             time.sleep(0.5 * (attempt + 1))
     return _AVAILABLE
 
 
-def _try_sandbox():
+def try_sandbox():
+    """Build one sandbox that runs `true`: (True, "") or (False, why)."""
     import shutil
 
     if not sys.platform.startswith("linux"):

@@ -28,10 +28,12 @@ from pathlib import Path
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Bool, Dict, Integer, List, Unicode
 
+from grader.isolation import cgroups
 from grader.isolation import namespaces as ns
 from grader.isolation.stub import write_stub
 
 DEFAULTS = ns.Limits()
+_COLD_REASONS = set()  # why kernels of this process start cold, each said once
 
 
 class SandboxProvisioner(LocalProvisioner):
@@ -69,10 +71,26 @@ class SandboxProvisioner(LocalProvisioner):
     setup_timeout = Integer(60, config=True,
                             help="Seconds from launch until the kernel's sockets exist (the "
                                  "sandbox's set-up and the kernel's own start).")
+    total_memory = Integer(DEFAULTS.total_memory, config=True,
+                           help="Memory of all the sandbox's processes together, in bytes "
+                                "(enforced where the sandbox gets a cgroup of its own).")
+    use_cgroups = Bool(True, config=True,
+                       help="Give each sandbox a cgroup of its own (one memory and one process "
+                            "limit for all its processes, a CPU share, its CPU time) where this "
+                            "machine allows it; see `python -m grader.isolation check`.")
+    warm = Bool(True, config=True,
+                help="Fork each kernel from this process's warm template (torch and the "
+                     "notebooks' imports already loaded; see grader/isolation/template.py); "
+                     "cold kernels where no template can be made, or if False.")
+    start_tries = Integer(3, config=True,
+                          help="Tries to build the sandbox before its kernel is said not to "
+                               "start (a loaded machine can refuse one for a moment).")
 
     rundir = None
     init_pid = None
     init_start = None
+    warm_started = None  # whether this kernel was forked from the warm template
+    cgroup = None  # the sandbox's cgroups.SandboxCgroup, where it has one
     setup_seconds = None  # from launch to a built sandbox (namespaces, mounts, copies)
     ready_seconds = None  # from launch to the kernel's sockets, sealed
     kernel_cwd = None  # the kernel's working folder, as the kernel sees it
@@ -82,7 +100,8 @@ class SandboxProvisioner(LocalProvisioner):
         return ns.Limits(memory=self.memory, cpu_seconds=self.cpu_seconds,
                          processes=self.processes, open_files=self.open_files,
                          file_size=self.file_size, tmp_size=self.tmp_size,
-                         shm_size=self.shm_size, work_size=self.work_size)
+                         shm_size=self.shm_size, work_size=self.work_size,
+                         total_memory=self.total_memory)
 
     async def pre_launch(self, **kwargs):
         try:
@@ -136,34 +155,53 @@ class SandboxProvisioner(LocalProvisioner):
                                host_ids=(self.host_uid, self.host_gid), font_cache=ns.font_cache(),
                                sockets=[f"{info['ip']}-{port}" for port in km.ports])
         self.kernel_cwd = spec["cwd"]
+        self._new_cgroup()
+        spec["cgroup_procs"] = self.cgroup.procs_files if self.cgroup else []
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
 
+    def _new_cgroup(self):
+        """A fresh cgroup for the sandbox about to start, where the machine allows one."""
+        self._remove_cgroup()
+        support = cgroups.support()
+        if not self.use_cgroups or not support.version:
+            return
+        try:
+            self.cgroup = cgroups.SandboxCgroup.create(support, self.total_memory, self.processes)
+        except OSError as e:
+            self.log.warning("the sandbox gets no cgroup of its own (per-process limits only): %s", e)
+
+    def _remove_cgroup(self):
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+    def sandbox_cpu_seconds(self):
+        """CPU time used so far by every process of the sandbox, children included, or None
+        where the sandbox has no cgroup to count it."""
+        if self.cgroup is None:
+            return None
+        try:
+            return self.cgroup.cpu_seconds()
+        except OSError:
+            return None
+
     async def launch_kernel(self, cmd, **kwargs):
-        for name in ("state.json", "kernel.log"):
-            (self.rundir / name).unlink(missing_ok=True)
-        self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        env={"PATH": "/usr/bin:/bin"}, cwd=self.rundir,
-                                        start_new_session=True, close_fds=True)
-        self.pid = self.pgid = self.process.pid
         self.cwd = kwargs.get("cwd")
-        started = time.monotonic()
-        deadline = started + self.setup_timeout
-        while True:
-            state = ns.read_state(self.rundir)
-            if state is not None:
+        errors = []
+        for _ in range(max(1, self.start_tries)):
+            started = time.monotonic()
+            state = await self._launch_once(cmd)
+            if state["state"] == "running":
                 break
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                state = {"state": "failed", "error": "the sandbox's launcher stopped"
-                         if self.process.poll() is not None else
-                         f"the sandbox was not ready after {self.setup_timeout} s"}
-                break
-            await asyncio.sleep(0.005)
-        if state["state"] != "running":
             await self._stop()
             output = self.kernel_output().strip()
-            self._forget_rundir()
             output = f"; the kernel wrote:\n{output[-4000:]}" if output else ""
-            raise ns.SandboxError(f"the grading sandbox could not start: {state['error']}{output}")
+            errors.append(f"{state['error']}{output}")
+            self.log.warning("the grading sandbox did not start (%s); trying again", state["error"])
+        else:
+            self._forget_rundir()
+            tries = f" ({len(errors)} tries)" if len(errors) > 1 else ""
+            raise ns.SandboxError(f"the grading sandbox could not start{tries}: {errors[-1]}")
         self.init_pid, self.init_start = state["init_pid"], state["init_start"]
         self.setup_seconds = state["built_at"] - started
         self.ready_seconds = time.monotonic() - started
@@ -172,6 +210,44 @@ class SandboxProvisioner(LocalProvisioner):
         (self.rundir / "ipc.new").symlink_to(f"/proc/{self.init_pid}/root{ns.RUN_DIR}")
         (self.rundir / "ipc.new").replace(link)
         return self.connection_info
+
+    async def _launch_once(self, cmd):
+        """Start the launcher (forked from the warm template, or a new process) and wait
+        for the sandbox's state: running, or failed with the reason."""
+        for name in ("state.json", "kernel.log"):
+            (self.rundir / name).unlink(missing_ok=True)
+        self.process = self._fork_warm(cmd[-1]) if self.warm else None
+        self.warm_started = self.process is not None
+        if self.process is None:
+            self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            env={"PATH": "/usr/bin:/bin"}, cwd=self.rundir,
+                                            start_new_session=True, close_fds=True)
+        self.pid = self.pgid = self.process.pid
+        deadline = time.monotonic() + self.setup_timeout
+        while True:
+            state = ns.read_state(self.rundir)
+            if state is not None:
+                return state
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                return {"state": "failed", "error": "the sandbox's launcher stopped"
+                        if self.process.poll() is not None else
+                        f"the sandbox was not ready after {self.setup_timeout} s"}
+            await asyncio.sleep(0.005)
+
+    def _fork_warm(self, spec_path):
+        """The launcher forked from the warm template, or None (said once per process)."""
+        from grader.isolation import template
+
+        tmpl, reason = template.shared()
+        if tmpl is not None:
+            try:
+                return tmpl.spawn(spec_path)
+            except template.TemplateError as e:
+                reason = str(e)
+        if reason not in _COLD_REASONS:
+            _COLD_REASONS.add(reason)
+            self.log.warning("grading kernels start cold (each imports torch itself): %s", reason)
+        return None
 
     def host_path(self, path):
         """Where a path of the sandbox (say a file in kernel_cwd) is seen from the host
@@ -240,6 +316,7 @@ class SandboxProvisioner(LocalProvisioner):
     async def cleanup(self, restart=False):
         await super().cleanup(restart=restart)
         await self._stop()
+        self._remove_cgroup()
         self.kernel_output()
         if not restart:
             self._forget_rundir()

@@ -1,0 +1,151 @@
+"""Warm kernels: forked from a template that has imported torch, each in a sandbox of its
+own, and indistinguishable from a cold kernel to the notebook they run."""
+import json
+import textwrap
+
+import nbformat
+import pytest
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+from grader.isolation import KERNEL_NAME, isolation_available, sandbox_settings
+from grader.isolation import template
+
+available, why = isolation_available()
+pytestmark = [pytest.mark.skipif(not available, reason=f"no isolation here: {why}"),
+              pytest.mark.xdist_group("isolation")]
+
+
+def start(tmp_path, warm=True):
+    km = KernelManager(kernel_name=KERNEL_NAME, config=sandbox_settings(warm=warm))
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=120)
+    return km, kc
+
+
+def probe(kc, code):
+    """Run code that leaves its answer in `result`; the answer, as JSON."""
+    printed = []
+    code = textwrap.dedent(code) + "\nprint('<<' + __import__('json').dumps(result))"
+    reply = kc.execute_interactive(code, timeout=120, output_hook=lambda m: printed.append(
+        m["content"].get("text", "")))
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return json.loads("".join(printed).rsplit("<<", 1)[1])
+
+
+def stop(km, kc):
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+STATE = """
+    import random, numpy, torch, notebook_helpers
+    result = {"marked": hasattr(torch, "_left_by_a_kernel") or hasattr(numpy, "_left_by_a_kernel"),
+              "helpers": getattr(notebook_helpers, "shared", None),
+              "random": random.random(), "numpy": float(numpy.random.random()),
+              "torch_seed": torch.initial_seed(), "torch": torch.rand(1).item()}
+    torch._left_by_a_kernel = numpy._left_by_a_kernel = True
+    notebook_helpers.shared = "changed"
+"""
+
+
+def test_kernels_share_no_state_and_draw_fresh_random_numbers(tmp_path):
+    """What one warm kernel writes into a module is not seen by the next, and each draws
+    its own random numbers (Python's, numpy's and torch's, as fresh interpreters do)."""
+    seen = []
+    for _ in range(2):
+        km, kc = start(tmp_path)
+        try:
+            assert km.provisioner.warm_started, template.shared()[1]
+            seen.append(probe(kc, STATE))
+        finally:
+            stop(km, kc)
+    first, second = seen
+    assert not first["marked"] and not second["marked"]
+    assert first["helpers"] is None and second["helpers"] is None
+    assert first["random"] != second["random"] and first["numpy"] != second["numpy"]
+    assert first["torch"] != second["torch"]
+    km, kc = start(tmp_path, warm=False)
+    try:
+        assert not km.provisioner.warm_started
+        cold = probe(kc, STATE)
+    finally:
+        stop(km, kc)
+    assert len({first["torch_seed"], second["torch_seed"], cold["torch_seed"]}) == 3
+
+
+def test_the_template_is_out_of_reach_and_single_threaded(tmp_path):
+    """A warm kernel is in its own sandbox: its own pid 1, no view of the template's
+    process, one thread before the kernel started its own."""
+    tmpl, reason = template.shared()
+    assert tmpl is not None, reason
+    km, kc = start(tmp_path)
+    try:
+        inside = probe(kc, f"""
+    import os
+    result = {{"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+              "uid": os.getuid(), "template_visible": os.path.exists("/proc/{tmpl.process.pid}/exe"),
+              "socket_visible": os.path.exists({str(tmpl.socket)!r})}}
+""")
+    finally:
+        stop(km, kc)
+    assert inside["uid"] != 0 and not inside["template_visible"] and not inside["socket_visible"]
+    assert inside["pids"][0] == 1 and len(inside["pids"]) <= 3  # init, the kernel, maybe its child
+    assert len(list(__import__("pathlib").Path(f"/proc/{tmpl.process.pid}/task").iterdir())) == 1
+
+
+NOTEBOOK = [
+    "import torch, numpy, matplotlib.pyplot as plt\n"
+    "from notebook_helpers import load_corpus, show_heatmap\n"
+    "torch.manual_seed(0)\nprint(torch.randn(3), torch.get_num_threads())",
+    "text = load_corpus()\nprint(len(text), text[:40])",
+    "show_heatmap(torch.softmax(torch.randn(4, 4), dim=-1), title='weights')",
+    "plt.plot([1, 2, 3]); plt.show()",
+    "import sys, os\nprint(sys.argv[1:], os.getcwd(), [p for p in sys.path if 'tmp' in p])",
+    "raise ValueError('as in a cold kernel')",
+]
+
+
+def run_notebook(folder, warm):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK])
+    client = NotebookClient(nb, kernel_name=KERNEL_NAME, allow_errors=True, timeout=120,
+                            resources={"metadata": {"path": str(folder)}},
+                            config=sandbox_settings(warm=warm))
+    client.execute()
+    for cell in nb.cells:
+        for out in cell.outputs:
+            out.pop("execution_count", None)
+            if out.output_type == "error":
+                out.traceback = [line for line in out.traceback if "Cell In[" not in line]
+    return [cell.outputs for cell in nb.cells]
+
+
+def test_a_notebook_gives_the_same_outputs_warm_and_cold(tmp_path):
+    """Text, figures (the inline backend's PNGs) and errors are the same, byte for byte."""
+    warm, cold = run_notebook(tmp_path, True), run_notebook(tmp_path, False)
+    assert any(out.output_type == "display_data" for out in warm[2])
+    assert warm == cold
+
+
+def test_kernels_start_cold_where_no_template_can_be_made(tmp_path, monkeypatch):
+    """A template that cannot import what it needs: kernels start cold, and the reason
+    is logged and given by `python -m grader.isolation check`."""
+    from grader.isolation.__main__ import warm_kernels
+
+    broken = tmp_path / "broken_template.py"
+    broken.write_text("import this_module_does_not_exist\n")
+    template.close_shared()
+    monkeypatch.setattr(template, "SERVER", broken)
+    try:
+        line = warm_kernels()
+        assert "NOT available" in line and "this_module_does_not_exist" in line
+        km, kc = start(tmp_path)
+        try:
+            assert not km.provisioner.warm_started
+            assert probe(kc, "import torch\nresult = float(torch.ones(2).sum())") == 2.0
+        finally:
+            stop(km, kc)
+    finally:
+        template.close_shared()
