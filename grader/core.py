@@ -115,6 +115,10 @@ class Exercise:
     module: bool = False
     distinct: tuple = ()  # dims that must all differ from each other
     out_dtype: Optional[Callable] = None  # expected dtype when not the inputs' dtype
+    # attends(ctx) -> None, or how the output shows that it does no attention (it ignores
+    # the queries, the scores, the model...): such an answer earns no points in any check
+    attends: Optional[Callable] = None
+    repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
 
 
 @dataclass
@@ -536,6 +540,11 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         if baseline:
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
             raise CheckError(diagnosis.trivial_message(key, baseline) + _named(found), finding="trivial")
+        ignored = _no_attention(exercise, ctx)
+        if ignored:
+            found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
+            raise CheckError(diagnosis.no_attention_message(key, ignored) + _named(found),
+                             finding=_finding_key(found) or "trivial")
         for inv in spec.invariants:
             try:
                 problem = inv.fn(ctx)
@@ -580,6 +589,17 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     if not quiet:
         print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
     return CheckResult(label, notes)
+
+
+def _no_attention(exercise, ctx):
+    """How the output shows that the answer does no attention, or None: it differs from
+    call to call on the same inputs (random weights), or the exercise's own test says so."""
+    try:
+        if exercise.repeatable and not ctx.close(ctx.run(ctx.inputs), ctx.out):
+            return "changes from call to call on the same inputs (random weights?)"
+        return exercise.attends(ctx) if exercise.attends else None
+    except (CheckError, _StudentError, _Mutated, stored.NotShipped):
+        return None  # the checks that follow say what is wrong
 
 
 @dataclass

@@ -317,7 +317,9 @@ def baselines(key, inp):
     out = []
     if key in BAG:
         x = inp["x"]
-        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x))]
+        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
+                ("the mean of the whole sequence (uniform weights 1/T everywhere)",
+                 x.mean(1, keepdim=True).expand_as(x))]
     elif key == "running_average_weights":
         T = int(inp["T"])
         out += [("torch.eye(T): every token keeps only itself", torch.eye(T, dtype=torch.float64)),
@@ -387,7 +389,18 @@ TRIVIAL_TASK = {
     "scaled_dot_product_attention": "softmax(q @ k^T * head_size ** -0.5, masked) @ v",
     "multi_head_attention": "run every head, concatenate, then self.proj",
     "batched_multi_head_attention": "split q, k, v into heads, attend, merge, then self.proj",
+    "block": "x = x + self.attn(self.ln1(x)), then x = x + self.mlp(self.ln2(x))",
+    "gpt": "token and position embeddings, the blocks, ln_f, then lm_head",
+    "generate": "crop the context, softmax the last logits / temperature, sample, append",
+    "online_softmax": "one pass with a running maximum and a running sum, then normalise",
+    "tiled_attention": "causal attention, one tile of queries against one tile of keys at a time",
+    "cached_attention": "append the new keys and values to the cache, then attend over it",
 }
+
+
+def no_attention_message(key, description):
+    return (f"your output {description}: an answer that does no attention earns no points "
+            f"here.\n  The task: {TRIVIAL_TASK.get(key, 'see the exercise text')}.")
 
 
 def trivial_message(key, description):

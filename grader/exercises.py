@@ -177,6 +177,18 @@ def _stable(ctx):
             "unstable")
 
 
+def changes_with(keys, what):
+    """attends(ctx) for an exercise whose output must change when the inputs in keys change
+    (the scores, or the queries and keys): an output that does not ignores them."""
+    def fn(ctx):
+        new = dict(ctx.inputs)
+        for key in keys:
+            new[key] = ctx.inputs[key] + _noise_like(ctx.inputs[key])
+        if ctx.close(ctx.run(new), ctx.out):
+            return f"stays the same when {what} change: it never uses them"
+    return fn
+
+
 FOLLOWS_INPUTS = Invariant("follows_inputs", _follows_inputs)
 STABLE = Invariant("stable", _stable)
 ROWS_SUM_TO_ONE = Invariant("rows_sum_to_one", _rows_sum_to_one)
@@ -356,7 +368,7 @@ EXERCISES = {
             "values": Focus("matches the reference values", case="empty_rows",
                             invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO, STABLE), values=True),
         },
-        mistakes=mistakes.MASKED_SOFTMAX),
+        mistakes=mistakes.MASKED_SOFTMAX, attends=changes_with(["scores"], "the scores")),
     "causal_weights": Exercise(
         name="causal_weights", call=_call_function("scores"), reference=ref.causal_weights,
         draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
@@ -368,7 +380,7 @@ EXERCISES = {
             "values": Focus("matches the reference values",
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL, STABLE), values=True),
         },
-        mistakes=mistakes.CAUSAL_WEIGHTS),
+        mistakes=mistakes.CAUSAL_WEIGHTS, attends=changes_with(["scores"], "the scores")),
     "head": Exercise(
         name="Head", call=_call_head, reference=ref.head, draw=_draw_head, module=True,
         dims={"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 9)),
@@ -384,7 +396,7 @@ EXERCISES = {
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        mistakes=mistakes.HEAD),
+        mistakes=mistakes.HEAD, attends=changes_with(["w_query", "w_key"], "the query and key weights")),
     "scaled_dot_product_attention": Exercise(
         name="scaled_dot_product_attention", call=_call_function("q", "k", "v", "mask"),
         reference=ref.scaled_dot_product_attention, draw=_draw_sdpa,
@@ -402,7 +414,7 @@ EXERCISES = {
             "padding": Focus("matches the reference values with a padding mask", case="padding",
                              values=True),
         },
-        mistakes=mistakes.SCALED_DOT_PRODUCT_ATTENTION),
+        mistakes=mistakes.SCALED_DOT_PRODUCT_ATTENTION, attends=changes_with(["q", "k"], "q and k")),
 }
 
 _MHA_DIMS = {"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 8)),
@@ -422,7 +434,8 @@ def _mha_exercise(name, batched):
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        mistakes=mistakes.MULTI_HEAD_ATTENTION)
+        mistakes=mistakes.MULTI_HEAD_ATTENTION,
+        attends=changes_with(["w_query", "w_key"], "the query and key weights"))
 
 
 EXERCISES["multi_head_attention"] = _mha_exercise("MultiHeadAttention", batched=False)
@@ -582,6 +595,40 @@ def _repeatable(ctx):
 
 REPEATABLE = Invariant("repeatable", _repeatable)
 GPT_CAUSAL = Invariant("causal", _token_causal)
+
+
+def _gpt_reads_tokens(ctx):
+    new = dict(ctx.inputs)
+    new["idx"] = (ctx.inputs["idx"] + 1) % ctx.inputs["tok"].shape[0]
+    if ctx.close(ctx.run(new), ctx.out):
+        return "stays the same when the tokens change: the logits never read the input"
+
+
+def _follows_the_model(ctx):
+    """Given a model that puts almost all its probability on one token, generate samples it."""
+    model = ctx.inputs["model"]
+    V = model["tok"].shape[0]
+    for c in (V - 1, V // 2):
+        tok = torch.zeros_like(model["tok"])
+        tok[:, c] = 60.0  # every context: logit 60 for token c, 0 for the others
+        new = dict(ctx.inputs, model={"tok": tok, "pos": torch.zeros_like(model["pos"]),
+                                      "mix": torch.zeros_like(model["mix"])})
+        T = len(ctx.inputs["idx"][0])
+        if not bool((ctx.run(new)[:, T:] == c).all()):
+            return (f"does not follow the model: given a model that puts all its probability on "
+                    f"token {c}, it sampled other tokens")
+
+
+def _reads_the_cache(ctx):
+    """The outputs after the prompt change when the prompt changes: the cache is read."""
+    prompt = ctx.inputs["chunks"][0]
+    new = dict(ctx.inputs)
+    x = ctx.inputs["x"].clone()
+    x[:, :prompt] += _noise_like(x[:, :prompt])
+    new["x"] = x
+    if ctx.close(ctx.run(new)[:, prompt:], ctx.out[:, prompt:]):
+        return ("after the prompt stays the same when the prompt changes: the cached keys and "
+                "values are never read")
 KEEPS_PROMPT = Invariant("keeps_prompt", _keeps_prompt)
 REPRODUCIBLE = Invariant("reproducible", _reproducible)
 SAME_TOKENS = Invariant("same_tokens", _same_tokens)
@@ -602,7 +649,8 @@ EXERCISES["block"] = Exercise(
         "eval": Focus("matches the reference in evaluation mode, dropout=0.25", case="dropout",
                       invariants=(REPEATABLE,), values=True),
     },
-    mistakes=mistakes.BLOCK)
+    mistakes=mistakes.BLOCK, repeatable=False,  # REPEATABLE names dropout left on
+    attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"))
 
 EXERCISES["gpt"] = Exercise(
     name="GPT", call=_call_gpt, reference=ref.gpt, draw=_draw_gpt, module=True,
@@ -615,7 +663,7 @@ EXERCISES["gpt"] = Exercise(
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, GPT_CAUSAL)),
         "values": Focus("matches the reference logits", invariants=(REPEATABLE, GPT_CAUSAL), values=True),
     },
-    mistakes=mistakes.GPT)
+    mistakes=mistakes.GPT, repeatable=False, attends=_gpt_reads_tokens)
 
 # generate() runs on the CPU in float64 whatever the check's device and dtype: it is
 # compared token by token, and sampled tokens depend on the device's random stream. The
@@ -635,7 +683,7 @@ EXERCISES["generate"] = Exercise(
         "hot": Focus("samples the reference's tokens at temperature 1.7", case="hot",
                      invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
     },
-    mistakes=mistakes.GENERATE)
+    mistakes=mistakes.GENERATE, repeatable=False, attends=_follows_the_model)
 
 
 # --- 08: online softmax, tiled attention, key/value cache -----------------------------
@@ -767,7 +815,7 @@ EXERCISES["online_softmax"] = Exercise(
         "one_pass": Focus("reads each row once, a score at a time", case="plain",
                           invariants=(ONE_PASS,), values=True),
     },
-    mistakes=mistakes.ONLINE_SOFTMAX)
+    mistakes=mistakes.ONLINE_SOFTMAX, attends=changes_with(["scores"], "the scores"))
 
 EXERCISES["tiled_attention"] = Exercise(
     name="tiled_attention", call=_call_tiled, reference=ref.tiled_attention, draw=_draw_tiled,
@@ -783,7 +831,7 @@ EXERCISES["tiled_attention"] = Exercise(
         "memory": Focus("never forms the T x T matrix (and still matches)",
                         invariants=(NEVER_FULL_MATRIX,), values=True),
     },
-    mistakes=mistakes.TILED_ATTENTION)
+    mistakes=mistakes.TILED_ATTENTION, attends=changes_with(["q", "k"], "q and k"))
 
 EXERCISES["cached_attention"] = Exercise(
     name="CachedSelfAttention", call=_call_cache, reference=ref.cached_attention, draw=_draw_cache,
@@ -799,4 +847,4 @@ EXERCISES["cached_attention"] = Exercise(
         "values": Focus("matches attention without a cache, past block_size (cropped cache)",
                         values=True),
     },
-    mistakes=mistakes.CACHED_ATTENTION)
+    mistakes=mistakes.CACHED_ATTENTION, attends=_reads_the_cache)
