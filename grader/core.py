@@ -692,7 +692,9 @@ def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, ex
             case, shown_T = (want, out), L
             break
     want2d, got2d, where = diagnosis.slice_2d(key, *case)
-    return {"title": f"{name}: smallest failing case ({where}T = {shown_T})",
+    title = f"smallest failing case ({where}T = {shown_T})" if shown_T else \
+        "the prompt and the sampled ids, every sequence"  # ids are not cut shorter
+    return {"title": f"{name}: {title}",
             "kind": diagnosis.picture_kind(key), "expected": want2d, "actual": got2d}
 
 

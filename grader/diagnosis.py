@@ -293,9 +293,10 @@ def mutation_message(name, changed, facts=None, values_right=None):
     values = {True: "The values you return are right, but", False: "This also changes what you compute, and",
               None: "This destroys"}[values_right]
     first = changed[0]["name"]
+    copy = f"{first}.clone()" if first.isidentifier() else "a copy made with .clone()"
     tail = "the caller's tensor is destroyed" if values_right is not None else "the caller's tensor"
     return (f"{name} changed its input {what} in place{how}.\n"
-            f"  {values} {tail}: work on new tensors (an out-of-place op, or {first}.clone() first).")
+            f"  {values} {tail}: work on new tensors (an out-of-place op, or {copy} first).")
 
 
 # --- trivial answers -----------------------------------------------------------------------
@@ -963,7 +964,8 @@ def error_finding(type_name, message, sz, facts=None, key=""):
         a, b, d = map(int, m.groups())
         reduced = sorted(REDUCTIONS & _attrs(facts))
         if reduced and "keepdim" not in set((facts or {}).get("keywords", ())):
-            hint = f"a {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+            article = "an" if reduced[0][0] in "aeiou" else "a"
+            hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
         elif d == 0:
             hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
         else:
@@ -1166,7 +1168,7 @@ def time_steps(key, inp):
     return sizes(key, inp)["T"]
 
 
-AXES = {"weights": ("key", "query"), "output": ("feature", "token")}
+AXES = {"weights": ("key", "query"), "output": ("feature", "token"), "ids": ("position", "sequence")}
 
 
 def picture(expected, actual, title, kind="output"):
@@ -1228,4 +1230,6 @@ def slice_2d(key, expected, actual):
 
 
 def picture_kind(key):
+    if key == "generate":  # (B, T + max_new_tokens) token ids
+        return "ids"
     return "weights" if key in WEIGHTS or key == "running_average_weights" else "output"

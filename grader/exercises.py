@@ -705,7 +705,7 @@ def _draw_online_softmax(gen, case, d):
 
 
 def _call_online_softmax(inputs):
-    call = {"kind": "function", "args": [inputs["scores"]]}
+    call = {"kind": "function", "args": [inputs["scores"]], "names": ["scores"]}
     if "watch" in inputs:
         call["watch"] = inputs["watch"]
     return call
@@ -732,7 +732,8 @@ def _draw_tiled(gen, case, d):
 
 
 def _call_tiled(inputs):
-    call = {"kind": "function", "args": [inputs["q"], inputs["k"], inputs["v"], inputs["tile_size"]]}
+    call = {"kind": "function", "args": [inputs["q"], inputs["k"], inputs["v"], inputs["tile_size"]],
+            "names": ["q", "k", "v", "tile_size"]}
     if "watch" in inputs:
         call["watch"] = inputs["watch"]
     return call

@@ -414,7 +414,7 @@ def _gpt(idx, tok, pos, *rest, layout):
         x = x + pos  # (block_size, C): fails unless T == block_size
     elif layout not in ("positions_after_blocks", "no_positions"):
         x = x + pos[:T]
-    for weights in zip(*layers):
+    for weights in zip(*layers) if layout != "no_blocks" else ():
         x = ref.block(x, *weights, n_heads)
     if layout == "positions_after_blocks":
         x = x + pos[:T]
@@ -437,6 +437,9 @@ GPT = (
     Mistake("positions_not_sliced", "the whole position table added, not its first T rows",
             "a sequence may be shorter than block_size: use positions 0..T-1 only.",
             lambda *a: _gpt(*a, layout="positions_not_sliced")),
+    Mistake("no_blocks", "the blocks left out",
+            "run the embeddings through self.blocks before ln_f and lm_head: without them no "
+            "token sees another.", lambda *a: _gpt(*a, layout="no_blocks")),
     Mistake("no_final_norm", "final LayerNorm left out",
             "apply self.ln_f after the last block, before self.lm_head.",
             lambda *a: _gpt(*a, layout="no_final_norm")),
@@ -645,7 +648,8 @@ TILED_ATTENTION = (
 # --- 08: key/value cache -------------------------------------------------------------
 
 def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks, *,
-           append="before", crop="after", keep="last", align="bottom_right", cat_dim=2):
+           append="before", crop="after", keep="last", align="bottom_right", cat_dim=2, scale=True,
+           merge="transpose"):
     B = x.shape[0]
     split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
     K = V = None
@@ -669,8 +673,11 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
         cols = torch.arange(L, device=x.device).view(1, -1)
         hide = {"bottom_right": cols > rows + (L - n), "top_left": cols > rows,
                 "none": torch.zeros(n, L, dtype=torch.bool, device=x.device)}[align]
+        if not scale:  # undo the reference's head_size ** -0.5
+            q = q * q.shape[-1] ** 0.5
         out = ref.scaled_dot_product_attention(q, keys, vals, hide)  # (B, n_heads, n, head_size)
-        outs.append(out.transpose(1, 2).reshape(B, n, -1) @ w_proj.mT + b_proj)
+        out = out.transpose(1, 2) if merge == "transpose" else out
+        outs.append(out.reshape(B, n, -1) @ w_proj.mT + b_proj)
         K, V = K_new, V_new
     return torch.cat(outs, dim=1)  # (B, T, C)
 
@@ -691,6 +698,12 @@ CACHED_ATTENTION = (
     Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
             "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
             "T, torch.cat([self.k_cache, k], dim=2).", lambda *a: _cache(*a, cat_dim=1)),
+    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
+            "multiply the scores by head_size ** -0.5, as without a cache.",
+            lambda *a: _cache(*a, scale=False)),
+    Mistake("merge_without_transpose", "heads merged without transposing back",
+            "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: "
+            "transpose(1, 2) first, then reshape.", lambda *a: _cache(*a, merge="none")),
     Mistake("cache_replaced", "the cache replaced instead of extended",
             "concatenate the new keys and values to the cached ones along T (dim=2).",
             lambda *a: _cache(*a, append="replace")),

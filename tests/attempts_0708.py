@@ -140,6 +140,20 @@ def tiled_attention(q, k, v, tile_size):
          intended="the cache extended along the last dim", expect=["cat_sizes"], code=_cache(dim="-1")),
     dict(notebook="08_attention_at_scale", exercise="CachedSelfAttention", id="own-cache-arange-no-device",
          intended="positions made on the CPU whatever x's device", expect=["follows_inputs"], code=_cache(device="")),
+    dict(notebook="08_attention_at_scale", exercise="CachedSelfAttention", id="own-cache-no-scale",
+         intended="scores not scaled", expect=["missing_scale"],
+         code=_cache().replace(" * self.head_size ** -0.5", "")),
+    dict(notebook="08_attention_at_scale", exercise="CachedSelfAttention", id="own-cache-merge-no-transpose",
+         intended="heads merged without transposing back", expect=["merge_without_transpose"],
+         code=_cache().replace("(wei @ self.v_cache).transpose(1, 2).reshape", "(wei @ self.v_cache).reshape")),
+    dict(notebook="07_transformer_block", exercise="GPT", id="own-gpt-no-blocks",
+         intended="the blocks left out", expect=["no_blocks"], code='''
+class GPT(GivenGPT):
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.token_embedding(idx) + self.position_embedding(torch.arange(T, device=idx.device))
+        return self.lm_head(self.ln_f(x))
+'''),
     # --- an error whose numbers are no sizes ----------------------------------------------
     dict(notebook="05_scaled_attention", exercise="scaled_dot_product_attention", id="own-too-many-indices",
          intended="indexes a fourth dim of a 3-D tensor", expect=[], code='''
