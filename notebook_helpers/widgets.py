@@ -154,9 +154,10 @@ class TextGenerator(_ChartWidget):
         self.model, self.vocab, self.generate = model, vocab, generate
         self.block_size, self.length, self.seed = block_size, length, seed
         self.text, self.message, self.probs = "", "", None
-        self.prompt = widgets.Text(value=prompt, description="prompt", continuous_update=False)
+        label = {"description_width": "initial"}  # the whole label, never "temperat…"
+        self.prompt = widgets.Text(value=prompt, description="prompt", continuous_update=False, style=label)
         self.slider = widgets.FloatSlider(value=temperature, min=0.05, max=3.0, step=0.05,
-                                          description="temperature", continuous_update=False)
+                                          description="temperature", continuous_update=False, style=label)
         super().__init__([self.prompt, self.slider])
 
     @property
