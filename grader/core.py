@@ -115,6 +115,10 @@ class Exercise:
     module: bool = False
     distinct: tuple = ()  # dims that must all differ from each other
     out_dtype: Optional[Callable] = None  # expected dtype when not the inputs' dtype
+    # attends(ctx) -> None, or how the output shows that it does no attention (it ignores
+    # the queries, the scores, the model...): such an answer earns no points in any check
+    attends: Optional[Callable] = None
+    repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
 
 
 @dataclass
@@ -130,6 +134,15 @@ class Context:
     def run(self, inputs):
         out = _call_student(self.exercise, self.student, inputs)
         _check_tensor(self.exercise, out, inputs, self.exercise.shape(inputs))
+        return _to_cpu64(out)
+
+    def run_raw(self, inputs):
+        """The student's output on these inputs, float64 on the CPU: its type and shape are
+        checked, NaN and inf are let through."""
+        out = _call_student(self.exercise, self.student, inputs)
+        shape, names = self.exercise.shape(inputs)
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape):
+            return _to_cpu64(_check_tensor(self.exercise, out, inputs, (shape, names)))
         return _to_cpu64(out)
 
     def try_run(self, inputs):
@@ -538,6 +551,11 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         if baseline:
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
             raise CheckError(diagnosis.trivial_message(key, baseline) + _named(found), finding="trivial")
+        ignored = _no_attention(exercise, ctx)
+        if ignored:
+            found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
+            raise CheckError(diagnosis.no_attention_message(key, ignored) + _named(found),
+                             finding=_finding_key(found) or "trivial")
         for inv in spec.invariants:
             try:
                 problem = inv.fn(ctx)
@@ -585,6 +603,17 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     if not quiet:
         print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
     return CheckResult(label, notes)
+
+
+def _no_attention(exercise, ctx):
+    """How the output shows that the answer does no attention, or None: it differs from
+    call to call on the same inputs (random weights), or the exercise's own test says so."""
+    try:
+        if exercise.repeatable and not ctx.close(ctx.run(ctx.inputs), ctx.out):
+            return "changes from call to call on the same inputs (random weights?)"
+        return exercise.attends(ctx) if exercise.attends else None
+    except (CheckError, _StudentError, _Mutated, stored.NotShipped):
+        return None  # the checks that follow say what is wrong
 
 
 @dataclass
@@ -690,7 +719,9 @@ def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, ex
             case, shown_T = (want, out), L
             break
     want2d, got2d, where = diagnosis.slice_2d(key, *case)
-    return {"title": f"{name}: smallest failing case ({where}T = {shown_T})",
+    title = f"smallest failing case ({where}T = {shown_T})" if shown_T else \
+        "the prompt and the sampled ids, every sequence"  # ids are not cut shorter
+    return {"title": f"{name}: {title}",
             "kind": diagnosis.picture_kind(key), "expected": want2d, "actual": got2d}
 
 

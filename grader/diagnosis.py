@@ -105,37 +105,43 @@ def _later_sizes(key, inputs):
     B, T, C = inputs["x"].shape  # cached_attention
     nh = int(inputs["n_heads"])
     return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": inputs["w_query"].shape[0] // nh,
-            "block_size": int(inputs["block_size"])}
+            "block_size": int(inputs["block_size"]), "prompt": int(inputs["chunks"][0])}
 
 
 def _products(sz):
-    """Names for numbers: each size, then products of two, three and four sizes."""
-    names = {}
-    others = {v for k, v in sz.items() if k != "block_size"}
-    items = [(k, v) for k, v in sz.items() if k != "block_size" or v not in others]
-    for r in (1, 2, 3, 4):
+    """Names for the numbers that only one thing can be: a size that no other size equals,
+    or, for a number that is no size, the one product of two to four sizes that gives it.
+    A number two sizes (or two products) share gets no name: naming it would be a guess."""
+    singles = {}
+    for k, v in sz.items():
+        singles.setdefault(v, []).append(k)
+    names = {v: ks[0] for v, ks in singles.items() if len(ks) == 1 and v > 1}
+    items = [(k, v) for k, v in sz.items() if k != "block_size" and v > 1]
+    products = {}
+    for r in (2, 3, 4):
         for combo in itertools.combinations_with_replacement(items, r):
             value = math.prod(v for _, v in combo)
-            label = "\u00b7".join(k for k, _ in combo)
-            if value > 1:
-                names.setdefault(value, label)
+            if value not in singles:
+                products.setdefault(value, set()).add("\u00b7".join(k for k, _ in combo))
+    names.update({value: labels.pop() for value, labels in products.items() if len(labels) == 1})
     return names
 
 
 def name_number(n, sz):
-    """'T' for 7 when T = 7, 'B·T' for 21 when B = 3 and T = 7; None when no size fits."""
+    """'T' for 7 when T = 7, 'B·T' for 21 when B = 3 and T = 7; None when no size fits, or
+    when more than one does."""
     return _products(sz).get(int(n))
 
 
 def name_shape(shape, sz):
-    """'(B, n_heads, T, head_size)' when every dim is one size; None otherwise."""
+    """'(B, n_heads, T, head_size)' when every dim is exactly one size; None otherwise."""
     single = {}
     for k, v in sz.items():
-        single.setdefault(v, k)
-    names = [single.get(int(d)) for d in shape]
-    if None in names or len(shape) == 0:
+        single.setdefault(v, []).append(k)
+    names = [single.get(int(d), [None, None]) for d in shape]
+    if len(shape) == 0 or any(len(n) != 1 for n in names):
         return None
-    return "(" + ", ".join(names) + ")"
+    return "(" + ", ".join(n[0] for n in names) + ")"
 
 
 def _sizes_text(sz, only=None):
@@ -278,9 +284,10 @@ def mutation_message(name, changed, facts=None, values_right=None):
     values = {True: "The values you return are right, but", False: "This also changes what you compute, and",
               None: "This destroys"}[values_right]
     first = changed[0]["name"]
+    copy = f"{first}.clone()" if first.isidentifier() else "a copy made with .clone()"
     tail = "the caller's tensor is destroyed" if values_right is not None else "the caller's tensor"
     return (f"{name} changed its input {what} in place{how}.\n"
-            f"  {values} {tail}: work on new tensors (an out-of-place op, or {first}.clone() first).")
+            f"  {values} {tail}: work on new tensors (an out-of-place op, or {copy} first).")
 
 
 # --- trivial answers -----------------------------------------------------------------------
@@ -302,7 +309,9 @@ def baselines(key, inp):
     out = []
     if key in BAG:
         x = inp["x"]
-        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x))]
+        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
+                ("the mean of the whole sequence (uniform weights 1/T everywhere)",
+                 x.mean(1, keepdim=True).expand_as(x))]
     elif key == "running_average_weights":
         T = int(inp["T"])
         out += [("torch.eye(T): every token keeps only itself", torch.eye(T, dtype=torch.float64)),
@@ -372,7 +381,18 @@ TRIVIAL_TASK = {
     "scaled_dot_product_attention": "softmax(q @ k^T * head_size ** -0.5, masked) @ v",
     "multi_head_attention": "run every head, concatenate, then self.proj",
     "batched_multi_head_attention": "split q, k, v into heads, attend, merge, then self.proj",
+    "block": "x = x + self.attn(self.ln1(x)), then x = x + self.mlp(self.ln2(x))",
+    "gpt": "token and position embeddings, the blocks, ln_f, then lm_head",
+    "generate": "crop the context, softmax the last logits / temperature, sample, append",
+    "online_softmax": "one pass with a running maximum and a running sum, then normalise",
+    "tiled_attention": "causal attention, one tile of queries against one tile of keys at a time",
+    "cached_attention": "append the new keys and values to the cache, then attend over it",
 }
+
+
+def no_attention_message(key, description):
+    return (f"your output {description}: an answer that does no attention earns no points "
+            f"here.\n  The task: {TRIVIAL_TASK.get(key, 'see the exercise text')}.")
 
 
 def trivial_message(key, description):
@@ -800,7 +820,7 @@ def ratio_finding(actual, expected, close, tol, names, sz):
     return None
 
 
-def nonfinite_finding(actual, names):
+def nonfinite_finding(actual, names, key=""):
     """Where NaN/inf values sit: everywhere, or all at one index of one dim."""
     bad = ~torch.isfinite(actual)
     if not bad.any():
@@ -815,8 +835,14 @@ def nonfinite_finding(actual, names):
         if idx.numel() == 1 and actual.shape[d] > 1 and (d > 0 or actual.dim() == 2):
             name = names[d] if names and d < len(names) else f"dim {d}"
             i = int(idx)
-            hint = ("a division by zero at the first position (a count of t instead of t + 1?)"
-                    if i == 0 else "a division by zero (or a row with nothing to average) there")
+            if key in BAG or key == "running_average_weights":
+                hint = ("a division by zero at the first position (a count of t instead of t + 1?)"
+                        if i == 0 else "a division by zero (or a row with nothing to average) there")
+            elif i == 0 and name == "T":
+                hint = ("the first query sees no key at all: a causal mask that also hides the "
+                        "diagonal (key >= query) leaves it nothing to attend to; hide only key > query")
+            else:
+                hint = "a division by zero (or a row with nothing to attend to) there"
             return Finding("nonfinite_at", f"the NaN/inf values all sit at {name} = {i}", hint + ".")
     return None
 
@@ -838,7 +864,7 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
     if finding or actual is None:
         return finding
     if not torch.isfinite(actual).all():
-        return nonfinite_finding(actual, names)
+        return nonfinite_finding(actual, names, key)
     if expected is not None and _matches(actual, expected, close):
         return None  # right values: whatever failed, the values say nothing about it
     if expected is not None and actual.shape != expected.shape:
@@ -899,6 +925,20 @@ def shape_finding(key, shape, expected, close, names, sz):
 
 # --- errors: the sizes they name ---------------------------------------------------------------
 
+SIZE_CONTEXT = re.compile(r"[\[(]\s*(\d+(?:\s*,\s*\d+)+)\s*,?\s*[\])]|torch\.Size\(\[([\d, ]+)\]\)"
+                          r"|\bsizes? \(?(\d+)\)?|\bshape \[?(\d+)")
+
+
+def size_numbers(message):
+    """The numbers an error message gives as sizes (in a shape like (2, 3, 5) or [2, 3], or
+    after "size"), not the dims, positions, counts and indices it also mentions."""
+    out = []
+    for m in SIZE_CONTEXT.finditer(message):
+        text = next(g for g in m.groups() if g is not None)
+        out += [int(n) for n in re.findall(r"\d+", text)]
+    return out
+
+
 REDUCTIONS = {"sum", "mean", "amax", "max", "logsumexp", "norm", "count_nonzero"}
 
 
@@ -915,7 +955,8 @@ def error_finding(type_name, message, sz, facts=None, key=""):
         a, b, d = map(int, m.groups())
         reduced = sorted(REDUCTIONS & _attrs(facts))
         if reduced and "keepdim" not in set((facts or {}).get("keywords", ())):
-            hint = f"a {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+            article = "an" if reduced[0][0] in "aeiou" else "a"
+            hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
         elif d == 0:
             hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
         else:
@@ -997,8 +1038,17 @@ def error_finding(type_name, message, sz, facts=None, key=""):
     if "masked_fill" in message and "bool" in message:
         return Finding("mask_dtype", "a mask that is not boolean",
                        "masked_fill needs a bool mask: use tril == 0, or .bool().")
-    if numbers:
-        named = [nm(n) for n in dict.fromkeys(numbers) if name_number(n, sz)]
+    m = re.search(r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got "
+                  r"size (\d+)", message)
+    if m:
+        d, a, b = map(int, m.groups())
+        return Finding("cat_sizes", f"torch.cat along dim {d} of tensors whose other dims differ "
+                       f"({nm(a)} against {nm(b)})",
+                       "torch.cat joins along one dim and every other dim must agree: check that "
+                       "dim is the one that grows (for keys and values, the time dim).")
+    given = size_numbers(message)
+    if given:
+        named = [nm(n) for n in dict.fromkeys(given) if name_number(n, sz)]
         if named:
             return Finding("sizes", f"the sizes in the error are {', '.join(named)}",
                            "follow each step's shape with a comment like # (B, T, C).")
@@ -1024,6 +1074,10 @@ def device_message(result, facts):
             return (f"with its inputs on another device (the meta device), your code mixes devices: "
                     f"{result['error']}: {msg[:100]}{extra}", key)
         return None
+    if result.get("mixed"):
+        op, shape, device = result["mixed"]
+        return (f"with its inputs on another device (the meta device), your code hands aten.{op} a "
+                f"tensor of shape {tuple(shape)} made on {device}: on a GPU this fails.{extra}", key)
     if result.get("device") not in (None, "meta"):
         return (f"with its inputs on another device (the meta device), your code returned a "
                 f"tensor on {result['device']}.{extra}", key)
@@ -1106,7 +1160,7 @@ def time_steps(key, inp):
     return sizes(key, inp)["T"]
 
 
-AXES = {"weights": ("key", "query"), "output": ("feature", "token")}
+AXES = {"weights": ("key", "query"), "output": ("feature", "token"), "ids": ("position", "sequence")}
 
 
 def picture(expected, actual, title, kind="output"):
@@ -1168,4 +1222,6 @@ def slice_2d(key, expected, actual):
 
 
 def picture_kind(key):
+    if key == "generate":  # (B, T + max_new_tokens) token ids
+        return "ids"
     return "weights" if key in WEIGHTS or key == "running_average_weights" else "output"

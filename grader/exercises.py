@@ -5,6 +5,13 @@ import torch
 from grader import diagnosis, mistakes
 from grader import reference as ref
 from grader.core import Exercise, Focus, Invariant, to_device
+from grader.core import tolerance as _tolerance
+
+
+def core_tolerance(inputs):
+    """The check's tolerance for these inputs (their device and floating dtype)."""
+    t = next(v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point())
+    return _tolerance(t.device, t.dtype)
 
 _NOISE_SEED = 1234
 
@@ -117,14 +124,36 @@ def _follows_inputs(ctx):
     if not floats:
         return None
     other = torch.float32 if floats[0].dtype == torch.float64 else torch.float64
-    problem = ctx.try_run(to_device(ctx.inputs, floats[0].device, other))
+    inputs = to_device(ctx.inputs, floats[0].device, other)
+    problem = ctx.try_run(inputs)
     if problem:
         first, _, rest = problem.partition("\n")
         hint = "" if "dtype=" in rest else "\n  Create new tensors with dtype=x.dtype and device=x.device."
         return (f"with {str(other).replace('torch.', '')} inputs, {first}" + (f"\n{rest}" if rest else "")
                 + hint, "follows_inputs")
+    if other == torch.float64:
+        problem = _float32_inside(ctx, inputs)
+        if problem:
+            return problem
     meta = ctx.on_meta()
     return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None) if meta else None
+
+
+def _float32_inside(ctx, inputs64):
+    """An answer right in float32 that, given float64 inputs, is only float32-accurate:
+    something inside it (a running maximum, a sum, a buffer) was created in float32."""
+    cpu64 = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
+    want = ctx.exercise.reference(*cpu64.values()).detach().to("cpu", torch.float64)
+    if not ctx.close(ctx.out, want):
+        return None  # wrong already: the values check says how
+    out = ctx.run(inputs64)
+    tol64 = core_tolerance(inputs64)
+    if torch.allclose(out, want, **tol64):
+        return None
+    return (f"with float64 inputs your values are only float32-accurate (they differ from the "
+            f"float64 reference by up to {float((out - want).abs().max()):.2g}): part of the "
+            "computation runs in float32.\n  Create new tensors (running maximum and sum, buffers) "
+            "with dtype=x.dtype and device=x.device.", "follows_inputs")
 
 
 def _stable(ctx):
@@ -146,6 +175,18 @@ def _stable(ctx):
     return (f"with large scores (up to {biggest:.0f}) {problem.splitlines()[0]}\n"
             "  exp overflows there: subtract each row's largest score first (torch.softmax does).",
             "unstable")
+
+
+def changes_with(keys, what):
+    """attends(ctx) for an exercise whose output must change when the inputs in keys change
+    (the scores, or the queries and keys): an output that does not ignores them."""
+    def fn(ctx):
+        new = dict(ctx.inputs)
+        for key in keys:
+            new[key] = ctx.inputs[key] + _noise_like(ctx.inputs[key])
+        if ctx.close(ctx.run(new), ctx.out):
+            return f"stays the same when {what} change: it never uses them"
+    return fn
 
 
 FOLLOWS_INPUTS = Invariant("follows_inputs", _follows_inputs)
@@ -327,7 +368,7 @@ EXERCISES = {
             "values": Focus("matches the reference values", case="empty_rows",
                             invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO, STABLE), values=True),
         },
-        mistakes=mistakes.MASKED_SOFTMAX),
+        mistakes=mistakes.MASKED_SOFTMAX, attends=changes_with(["scores"], "the scores")),
     "causal_weights": Exercise(
         name="causal_weights", call=_call_function("scores"), reference=ref.causal_weights,
         draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
@@ -339,7 +380,7 @@ EXERCISES = {
             "values": Focus("matches the reference values",
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL, STABLE), values=True),
         },
-        mistakes=mistakes.CAUSAL_WEIGHTS),
+        mistakes=mistakes.CAUSAL_WEIGHTS, attends=changes_with(["scores"], "the scores")),
     "head": Exercise(
         name="Head", call=_call_head, reference=ref.head, draw=_draw_head, module=True,
         dims={"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 9)),
@@ -355,7 +396,7 @@ EXERCISES = {
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        mistakes=mistakes.HEAD),
+        mistakes=mistakes.HEAD, attends=changes_with(["w_query", "w_key"], "the query and key weights")),
     "scaled_dot_product_attention": Exercise(
         name="scaled_dot_product_attention", call=_call_function("q", "k", "v", "mask"),
         reference=ref.scaled_dot_product_attention, draw=_draw_sdpa,
@@ -373,7 +414,7 @@ EXERCISES = {
             "padding": Focus("matches the reference values with a padding mask", case="padding",
                              values=True),
         },
-        mistakes=mistakes.SCALED_DOT_PRODUCT_ATTENTION),
+        mistakes=mistakes.SCALED_DOT_PRODUCT_ATTENTION, attends=changes_with(["q", "k"], "q and k")),
 }
 
 _MHA_DIMS = {"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 8)),
@@ -393,7 +434,8 @@ def _mha_exercise(name, batched):
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        mistakes=mistakes.MULTI_HEAD_ATTENTION)
+        mistakes=mistakes.MULTI_HEAD_ATTENTION,
+        attends=changes_with(["w_query", "w_key"], "the query and key weights"))
 
 
 EXERCISES["multi_head_attention"] = _mha_exercise("MultiHeadAttention", batched=False)
@@ -495,7 +537,9 @@ def _draw_generate(gen, case, d):
     total = block_size + 12  # long enough to crop the context for many steps
     tok = _randn(gen, V, V)  # (V, V)
     tok.diagonal().sub_(4.0)  # no token follows itself: the text cannot settle into one repeated id
-    return {"model": {"tok": tok, "pos": _randn(gen, block_size, V), "mix": 1.5 * _randn(gen, V, V)},
+    # the model has positions for 3 more tokens than the block_size generate is given, so
+    # a context cropped to the model's own size is not the one asked for
+    return {"model": {"tok": tok, "pos": _randn(gen, block_size + 3, V), "mix": 1.5 * _randn(gen, V, V)},
             "idx": torch.randint(0, V, (B, T), generator=gen).tolist(),
             "max_new_tokens": total - T, "block_size": block_size,
             "temperature": {"main": 0.5, "plain": 1.0, "hot": 1.7}[case],
@@ -539,7 +583,52 @@ def _same_tokens(ctx):
                 f"tokens (positions {t - seen}..{t - 1}).")
 
 
+def _repeatable(ctx):
+    """Two calls on the same input give the same output (nothing random left on)."""
+    again = ctx.run(ctx.inputs)
+    if not ctx.close(again, ctx.out):
+        return (f"two calls on the same input gave different outputs (by up to "
+                f"{float((again - ctx.out).abs().max()):.3g}): something random runs in every call.\n"
+                "  Dropout must follow the module's mode: use the given nn.Dropout layers (model.eval() "
+                "turns them off), or F.dropout(..., training=self.training).", "not_repeatable")
+
+
+REPEATABLE = Invariant("repeatable", _repeatable)
 GPT_CAUSAL = Invariant("causal", _token_causal)
+
+
+def _gpt_reads_tokens(ctx):
+    new = dict(ctx.inputs)
+    new["idx"] = (ctx.inputs["idx"] + 1) % ctx.inputs["tok"].shape[0]
+    if ctx.close(ctx.run(new), ctx.out):
+        return "stays the same when the tokens change: the logits never read the input"
+
+
+def _follows_the_model(ctx):
+    """Given a model that puts almost all its probability on one token, generate samples it."""
+    model = ctx.inputs["model"]
+    V = model["tok"].shape[0]
+    for c in (V - 1, V // 2):
+        tok = torch.zeros_like(model["tok"])
+        tok[:, c] = 60.0  # every context: logit 60 for token c, 0 for the others
+        new = dict(ctx.inputs, model={"tok": tok, "pos": torch.zeros_like(model["pos"]),
+                                      "mix": torch.zeros_like(model["mix"])})
+        T = len(ctx.inputs["idx"][0])
+        if not bool((ctx.run(new)[:, T:] == c).all()):
+            return (f"does not follow the model: given a model that puts all its probability on "
+                    f"token {c}, it sampled other tokens")
+
+
+def _reads_the_cache(ctx):
+    """The outputs after the prompt change when the prompt changes: the cache is read."""
+    prompt = ctx.inputs["chunks"][0]
+    new = dict(ctx.inputs)
+    x = ctx.inputs["x"].clone()
+    x[:, :prompt] += _noise_like(x[:, :prompt])
+    new["x"] = x
+    if ctx.close(ctx.run(new)[:, prompt:], ctx.out[:, prompt:]):
+        return ("after the prompt stays the same when the prompt changes: the cached keys and "
+                "values are never read")
 KEEPS_PROMPT = Invariant("keeps_prompt", _keeps_prompt)
 REPRODUCIBLE = Invariant("reproducible", _reproducible)
 SAME_TOKENS = Invariant("same_tokens", _same_tokens)
@@ -554,13 +643,14 @@ EXERCISES["block"] = Exercise(
     shape=lambda i: (i["x"].shape, "(B, T, C)"),
     focuses={
         "output": Focus("returns (B, T, C)"),
-        "causal": Focus("never looks at future tokens", invariants=(BLOCK_CAUSAL,)),
+        "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, BLOCK_CAUSAL)),
         "values": Focus("matches the reference values (pre-norm)",
-                        invariants=(BLOCK_CAUSAL, BLOCK_BATCH), values=True),
+                        invariants=(REPEATABLE, BLOCK_CAUSAL, BLOCK_BATCH), values=True),
         "eval": Focus("matches the reference in evaluation mode, dropout=0.25", case="dropout",
-                      values=True),
+                      invariants=(REPEATABLE,), values=True),
     },
-    mistakes=mistakes.BLOCK)
+    mistakes=mistakes.BLOCK, repeatable=False,  # REPEATABLE names dropout left on
+    attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"))
 
 EXERCISES["gpt"] = Exercise(
     name="GPT", call=_call_gpt, reference=ref.gpt, draw=_draw_gpt, module=True,
@@ -569,11 +659,11 @@ EXERCISES["gpt"] = Exercise(
     distinct=("B", "T", "n_heads", "head_size", "vocab_size", "block_size"),
     shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), "(B, T, vocab_size)"),
     focuses={
-        "output": Focus("returns logits (B, T, vocab_size)"),
-        "causal": Focus("never looks at future tokens", invariants=(GPT_CAUSAL,)),
-        "values": Focus("matches the reference logits", invariants=(GPT_CAUSAL,), values=True),
+        "output": Focus("returns logits (B, T, vocab_size)", invariants=(FOLLOWS_INPUTS,)),
+        "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, GPT_CAUSAL)),
+        "values": Focus("matches the reference logits", invariants=(REPEATABLE, GPT_CAUSAL), values=True),
     },
-    mistakes=mistakes.GPT)
+    mistakes=mistakes.GPT, repeatable=False, attends=_gpt_reads_tokens)
 
 # generate() runs on the CPU in float64 whatever the check's device and dtype: it is
 # compared token by token, and sampled tokens depend on the device's random stream. The
@@ -593,7 +683,7 @@ EXERCISES["generate"] = Exercise(
         "hot": Focus("samples the reference's tokens at temperature 1.7", case="hot",
                      invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
     },
-    mistakes=mistakes.GENERATE)
+    mistakes=mistakes.GENERATE, repeatable=False, attends=_follows_the_model)
 
 
 # --- 08: online softmax, tiled attention, key/value cache -----------------------------
@@ -615,7 +705,7 @@ def _draw_online_softmax(gen, case, d):
 
 
 def _call_online_softmax(inputs):
-    call = {"kind": "function", "args": [inputs["scores"]]}
+    call = {"kind": "function", "args": [inputs["scores"]], "names": ["scores"]}
     if "watch" in inputs:
         call["watch"] = inputs["watch"]
     return call
@@ -632,11 +722,18 @@ def _draw_tiled(gen, case, d):
     T = max(d["T"], 2 * tile + 1)  # and a strip of tile x T outweighs the inputs
     T += T % tile == 0  # the last tile is a shorter one
     q, k, v = (_randn(gen, B, nh, T, hs) for _ in range(3))  # (B, n_heads, T, head_size)
+    # one head whose scores all lie far below 0 (about -900 to -1200): exp(s) underflows to 0
+    # there, in float32 and in float64, unless the running maximum starts at -inf and is
+    # subtracted
+    k[0, -1, :, 0] = 40.0
+    q[0, -1, :, 0] = -50.0
+    v[0, -1] *= 0.01  # float32 rounds scores that large to about 1e-4: keep the outputs small
     return {"q": q, "k": k, "v": v, "tile_size": tile}
 
 
 def _call_tiled(inputs):
-    call = {"kind": "function", "args": [inputs["q"], inputs["k"], inputs["v"], inputs["tile_size"]]}
+    call = {"kind": "function", "args": [inputs["q"], inputs["k"], inputs["v"], inputs["tile_size"]],
+            "names": ["q", "k", "v", "tile_size"]}
     if "watch" in inputs:
         call["watch"] = inputs["watch"]
     return call
@@ -648,14 +745,39 @@ def _never_full_matrix(ctx):
     B, nh, T, hs = ctx.inputs["q"].shape
     tile = ctx.inputs["tile_size"]
     limit = 2 * B * nh * max(T * hs, tile * tile)
-    ctx.run({**ctx.inputs, "watch": {"max_numel": limit, "T": T, "tile_size": tile}})
+    ctx.run({**ctx.inputs, "watch": {"max_numel": limit, "T": T, "tile_size": tile, "head_size": hs,
+                                     "leading": (B, nh, B * nh)}})
+
+
+def _skips_future_tiles(ctx):
+    """Keys and values from the end of the first query tile on set to NaN: the first tile's
+    outputs must not change. A query tile that visits a key tile lying wholly in its future
+    multiplies those NaN values by weights of 0, and 0 * NaN is NaN."""
+    tile, T = ctx.inputs["tile_size"], ctx.inputs["q"].shape[-2]
+    new = dict(ctx.inputs)
+    for name in ("k", "v"):
+        new[name] = ctx.inputs[name].clone()
+        new[name][..., tile:, :] = float("nan")
+    out = ctx.run_raw(new)[..., :tile, :]
+    if not ctx.close(out.nan_to_num(1e9), ctx.out[..., :tile, :]):
+        return (f"queries 0..{tile - 1} read the key tiles after them: with keys and values "
+                f"{tile}..{T - 1} set to NaN, their outputs changed (0 * NaN is NaN).\n"
+                "  Skip the key tiles that start after the query tile ends: they are wholly in the "
+                "future and contribute nothing.", "future_tiles_visited")
 
 
 def _draw_cache(gen, case, d):
     B, C, nh, hs, block_size = d["B"], d["C"], d["n_heads"], d["head_size"], d["context"]
-    prompt = min(d["prompt"], block_size - 2)
-    T = block_size + 5 if case == "main" else block_size - 1  # past the cache's size, or within
-    T = _bump(T, {C})
+    taken = {B, C, nh, hs, block_size}
+    prompt = d["prompt"]  # at most block_size - 2, and no other size: an error's numbers say which
+    while prompt > block_size - 2 or (prompt in taken and prompt > 1):
+        prompt -= 1
+    if case == "main":  # past the cache's size
+        T = _bump(block_size + 5, taken | {prompt})
+    else:  # within it
+        T = block_size - 1
+        while T in taken | {prompt} and T > prompt + 1:
+            T -= 1
     w = lambda: _randn(gen, nh * hs, C) * C**-0.5  # (n_heads * head_size, C)
     return {"x": _randn(gen, B, T, C), "w_query": w(), "w_key": w(), "w_value": w(),
             "w_proj": _randn(gen, C, nh * hs) * (nh * hs) ** -0.5, "b_proj": 0.1 * _randn(gen, C),
@@ -676,6 +798,7 @@ def _call_cache(inputs):
 
 ONE_PASS = Invariant("one_pass", _one_pass)
 NEVER_FULL_MATRIX = Invariant("never_full_matrix", _never_full_matrix)
+SKIPS_FUTURE_TILES = Invariant("skips_future_tiles", _skips_future_tiles)
 TILED_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
 TILED_BATCH = batch_independent(["q", "k", "v"])
 
@@ -684,7 +807,8 @@ EXERCISES["online_softmax"] = Exercise(
     draw=_draw_online_softmax, dims={"B": (3, (2, 4)), "T": (5, (3, 7)), "N": (11, (8, 16))},
     distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, "(B, T, N)"),
     focuses={
-        "output": Focus("returns probabilities shaped like the scores", case="plain"),
+        "output": Focus("returns probabilities shaped like the scores", case="plain",
+                        invariants=(FOLLOWS_INPUTS,)),
         "rows_sum_to_one": Focus("every row sums to 1", case="plain", invariants=(ROWS_SUM_TO_ONE,)),
         "plain": Focus("matches torch.softmax on ordinary scores", case="plain",
                        invariants=(ROWS_SUM_TO_ONE,), values=True),
@@ -692,7 +816,7 @@ EXERCISES["online_softmax"] = Exercise(
         "one_pass": Focus("reads each row once, a score at a time", case="plain",
                           invariants=(ONE_PASS,), values=True),
     },
-    mistakes=mistakes.ONLINE_SOFTMAX)
+    mistakes=mistakes.ONLINE_SOFTMAX, attends=changes_with(["scores"], "the scores"))
 
 EXERCISES["tiled_attention"] = Exercise(
     name="tiled_attention", call=_call_tiled, reference=ref.tiled_attention, draw=_draw_tiled,
@@ -701,26 +825,27 @@ EXERCISES["tiled_attention"] = Exercise(
     distinct=("B", "n_heads", "T", "head_size", "tile_size"),
     shape=lambda i: (i["q"].shape, "(B, n_heads, T, head_size)"),
     focuses={
-        "output": Focus("returns (B, n_heads, T, head_size)"),
-        "causal": Focus("never looks at future keys", invariants=(TILED_CAUSAL,)),
+        "output": Focus("returns (B, n_heads, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
+        "causal": Focus("never looks at future keys, nor visits their tiles",
+                        invariants=(TILED_CAUSAL, SKIPS_FUTURE_TILES)),
         "values": Focus("matches causal attention", invariants=(TILED_CAUSAL, TILED_BATCH), values=True),
         "memory": Focus("never forms the T x T matrix (and still matches)",
                         invariants=(NEVER_FULL_MATRIX,), values=True),
     },
-    mistakes=mistakes.TILED_ATTENTION)
+    mistakes=mistakes.TILED_ATTENTION, attends=changes_with(["q", "k"], "q and k"))
 
 EXERCISES["cached_attention"] = Exercise(
     name="CachedSelfAttention", call=_call_cache, reference=ref.cached_attention, draw=_draw_cache,
     module=True,
     dims={"B": (2, (2, 3)), "C": (12, (10, 16)), "n_heads": (3, (2, 4)), "head_size": (5, (3, 6)),
-          "context": (8, (5, 9)), "prompt": (5, (2, 4))},
-    distinct=("B", "C", "n_heads", "head_size", "context"),
+          "context": (9, (5, 9)), "prompt": (7, (2, 7))},
+    distinct=("B", "C", "n_heads", "head_size", "context", "prompt"),
     shape=lambda i: (i["x"].shape, "(B, T, C)"),
     focuses={
-        "output": Focus("returns (B, T_new, C) for every chunk of new tokens"),
+        "output": Focus("returns (B, T_new, C) for every chunk of new tokens", invariants=(FOLLOWS_INPUTS,)),
         "short": Focus("matches attention without a cache, within block_size tokens", case="short",
                        values=True),
         "values": Focus("matches attention without a cache, past block_size (cropped cache)",
                         values=True),
     },
-    mistakes=mistakes.CACHED_ATTENTION)
+    mistakes=mistakes.CACHED_ATTENTION, attends=_reads_the_cache)

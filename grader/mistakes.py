@@ -414,7 +414,7 @@ def _gpt(idx, tok, pos, *rest, layout):
         x = x + pos  # (block_size, C): fails unless T == block_size
     elif layout not in ("positions_after_blocks", "no_positions"):
         x = x + pos[:T]
-    for weights in zip(*layers):
+    for weights in zip(*layers) if layout != "no_blocks" else ():
         x = ref.block(x, *weights, n_heads)
     if layout == "positions_after_blocks":
         x = x + pos[:T]
@@ -437,6 +437,9 @@ GPT = (
     Mistake("positions_not_sliced", "the whole position table added, not its first T rows",
             "a sequence may be shorter than block_size: use positions 0..T-1 only.",
             lambda *a: _gpt(*a, layout="positions_not_sliced")),
+    Mistake("no_blocks", "the blocks left out",
+            "run the embeddings through self.blocks before ln_f and lm_head: without them no "
+            "token sees another.", lambda *a: _gpt(*a, layout="no_blocks")),
     Mistake("no_final_norm", "final LayerNorm left out",
             "apply self.ln_f after the last block, before self.lm_head.",
             lambda *a: _gpt(*a, layout="no_final_norm")),
@@ -454,7 +457,7 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
     idx = torch.tensor(idx, dtype=torch.long)  # (B, T)
     for _ in range(max_new_tokens):
         context = {"end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
-                   "last": idx[:, -1:]}[crop]
+                   "last": idx[:, -1:], "model": idx[:, -lm.block_size:]}[crop]
         logits = lm(context)[:, position, :]  # (B, vocab_size)
         if probs == "softmax":
             p = torch.softmax(logits / temperature, dim=dim)
@@ -476,6 +479,10 @@ GENERATE = (
     Mistake("context_not_cropped", "the context not cropped to block_size",
             "the model has positions for block_size tokens only: feed it idx[:, -block_size:].",
             lambda *a: _generate(*a, crop="none")),
+    Mistake("cropped_to_the_models_size", "the context cropped to the model's own block_size",
+            "crop to the block_size argument generate is given (idx[:, -block_size:]), not to an "
+            "attribute of the model: the caller decides how much context to use.",
+            lambda *a: _generate(*a, crop="model")),
     Mistake("cropped_from_the_start", "the context cropped to its first block_size tokens",
             "keep the most recent tokens: idx[:, -block_size:], not idx[:, :block_size].",
             lambda *a: _generate(*a, crop="start")),
@@ -556,7 +563,8 @@ ONLINE_SOFTMAX = (
 # --- 08: tiled attention -------------------------------------------------------------
 
 def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=False,
-           rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True):
+           rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True,
+           start=float("-inf")):
     T, head_size = q.shape[-2], q.shape[-1]
     factor = head_size**-0.5 if scale else 1.0
     out = torch.zeros_like(q)  # (B, n_heads, T, head_size)
@@ -564,7 +572,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
     for i0 in range(0, stop, tile_size):
         i1 = min(i0 + tile_size, T)
         qi = q[..., i0:i1, :]  # (B, n_heads, tq, head_size)
-        m = torch.full((*q.shape[:-2], i1 - i0, 1), float("-inf"), dtype=q.dtype, device=q.device)
+        m = torch.full((*q.shape[:-2], i1 - i0, 1), start, dtype=q.dtype, device=q.device)
         l = torch.zeros_like(m)
         acc = torch.zeros_like(qi)
         for j0 in range(0, stop, tile_size):
@@ -578,6 +586,8 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 s = s.masked_fill(cols + j0 > rows + i0, float("-inf"))
             elif mask == "local":  # positions inside the tile, without the tiles' offsets
                 s = s.masked_fill(cols > rows, float("-inf"))
+            elif mask == "diagonal":  # >= for >: each query hides itself too
+                s = s.masked_fill(cols + j0 >= rows + i0, float("-inf"))
             if tile_max:  # each tile with its own maximum, merged afterwards
                 m_tile = s.amax(-1, keepdim=True)
                 p = torch.exp(s - m_tile)
@@ -608,6 +618,13 @@ TILED_ATTENTION = (
             "a tile entirely in the future has maximum -inf and exp(-inf - (-inf)) = NaN: skip such "
             "tiles (they contribute nothing), or guard rows whose maximum is still -inf.",
             lambda *a: _tiled(*a, skip_future=False, tile_max=True)),
+    Mistake("diagonal_hidden", "the causal mask hides the diagonal too (>= for >)",
+            "a query may see its own key: hide key positions greater than the query's, not "
+            "greater or equal (query 0 would see nothing at all).",
+            lambda *a: _tiled(*a, mask="diagonal")),
+    Mistake("max_started_at_zero", ONLINE_SOFTMAX[2].name,
+            "start m at -inf: with 0, a query whose scores are all far below 0 gets exp(s - 0) = 0 "
+            "for every key and divides 0 by 0.", lambda *a: _tiled(*a, start=0.0)),
     Mistake("tile_local_mask", "the mask built from positions inside the tile",
             "compare whole-sequence positions, query i0 + r against key j0 + c: a key tile before the "
             "diagonal is entirely visible.", lambda *a: _tiled(*a, mask="local")),
@@ -631,7 +648,8 @@ TILED_ATTENTION = (
 # --- 08: key/value cache -------------------------------------------------------------
 
 def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks, *,
-           append="before", crop="after", keep="last", align="bottom_right"):
+           append="before", crop="after", keep="last", align="bottom_right", cat_dim=2, scale=True,
+           merge="transpose"):
     B = x.shape[0]
     split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
     K = V = None
@@ -645,7 +663,7 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
         if K is None or append == "replace":
             K_new, V_new = k, v
         else:
-            K_new, V_new = torch.cat([K, k], dim=2), torch.cat([V, v], dim=2)
+            K_new, V_new = torch.cat([K, k], dim=cat_dim), torch.cat([V, v], dim=cat_dim)
         if crop == "after":
             cut = slice(-block_size, None) if keep == "last" else slice(0, block_size)
             K_new, V_new = K_new[..., cut, :], V_new[..., cut, :]
@@ -655,8 +673,11 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
         cols = torch.arange(L, device=x.device).view(1, -1)
         hide = {"bottom_right": cols > rows + (L - n), "top_left": cols > rows,
                 "none": torch.zeros(n, L, dtype=torch.bool, device=x.device)}[align]
+        if not scale:  # undo the reference's head_size ** -0.5
+            q = q * q.shape[-1] ** 0.5
         out = ref.scaled_dot_product_attention(q, keys, vals, hide)  # (B, n_heads, n, head_size)
-        outs.append(out.transpose(1, 2).reshape(B, n, -1) @ w_proj.mT + b_proj)
+        out = out.transpose(1, 2) if merge == "transpose" else out
+        outs.append(out.reshape(B, n, -1) @ w_proj.mT + b_proj)
         K, V = K_new, V_new
     return torch.cat(outs, dim=1)  # (B, T, C)
 
@@ -674,6 +695,15 @@ CACHED_ATTENTION = (
     Mistake("kept_oldest", "the cache cropped to its oldest entries",
             "keep the most recent block_size entries ([:, :, -block_size:]), not the first ones.",
             lambda *a: _cache(*a, keep="first")),
+    Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
+            "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
+            "T, torch.cat([self.k_cache, k], dim=2).", lambda *a: _cache(*a, cat_dim=1)),
+    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
+            "multiply the scores by head_size ** -0.5, as without a cache.",
+            lambda *a: _cache(*a, scale=False)),
+    Mistake("merge_without_transpose", "heads merged without transposing back",
+            "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: "
+            "transpose(1, 2) first, then reshape.", lambda *a: _cache(*a, merge="none")),
     Mistake("cache_replaced", "the cache replaced instead of extended",
             "concatenate the new keys and values to the cached ones along T (dim=2).",
             lambda *a: _cache(*a, append="replace")),

@@ -93,7 +93,8 @@ def execute_watched(student, call):
 def execute_on_meta(student, call):
     """Run the call with its tensors on the meta device (no data, so no values), as a
     check that the student's code follows the device of its inputs. Plain data back:
-    {"device", "dtype", "shape"} of the output, or {"error": type, "message"}."""
+    {"device", "dtype", "shape"} of the output (and "mixed": [op, shape, device] of the first
+    operation that met a tensor on another device), or {"error": type, "message"}."""
     meta = lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t
     call = dict(call)
     if call["kind"] == "function":
@@ -101,18 +102,48 @@ def execute_on_meta(student, call):
     else:
         call["x"] = meta(call["x"])
         call["params"] = {k: meta(v) for k, v in call["params"].items()}
+    mixed = []
     try:
-        if call["kind"] == "function":
-            out = student(*call["args"])
-        else:
-            model = student(*call["ctor"], **call["ctor_kw"]).to(call["x"].device, call["x"].dtype)
-            with torch.no_grad():
-                out = model(call["x"])
+        with _mixed_devices(mixed):
+            out = _run_on_meta(student, call)
     except Exception as err:
         return {"error": type(err).__name__, "message": str(err).splitlines()[0][:300] if str(err) else ""}
     if type(out) is not torch.Tensor:
         return {"type": type(out).__name__}
-    return {"device": str(out.device), "dtype": str(out.dtype), "shape": list(out.shape)}
+    result = {"device": str(out.device), "dtype": str(out.dtype), "shape": list(out.shape)}
+    if mixed:
+        result["mixed"] = mixed[0]
+    return result
+
+
+def _mixed_devices(found):
+    """A dispatch mode that notes the first operation given both a meta tensor and a tensor
+    (not a 0-dim scalar) on another device: [op name, shape, device] in found. On a GPU that
+    operation fails; on the meta device some (embedding, indexing) let it through."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Mixed(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if not found:
+                ts = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+                other = [t for t in ts if t.device.type != "meta" and t.dim() > 0]
+                if other and any(t.device.type == "meta" for t in ts):
+                    found.append([func.overloadpacket.__name__, [int(d) for d in other[0].shape],
+                                  str(other[0].device)])
+            return func(*args, **kwargs)
+    return Mixed()
+
+
+def _run_on_meta(student, call):
+    if call["kind"] == "function":
+        return student(*call["args"])
+    x = call["x"]  # (B, T, C), or token ids (B, T): then the module's dtype is its parameters'
+    dtype = x.dtype if x.is_floating_point() else next(iter(call["params"].values())).dtype
+    model = student(*call["ctor"], **call["ctor_kw"]).to(x.device, dtype)
+    with torch.no_grad():
+        return model(x)
 
 
 # --- plain facts about the student's code -------------------------------------------
@@ -398,7 +429,7 @@ class StandInLM(torch.nn.Module):
         B, T = idx.shape
         if T > self.block_size:
             raise RuntimeError(f"the model got a context of {T} tokens, but it has positions for "
-                               f"only block_size={self.block_size} tokens")
+                               f"only {self.block_size} tokens")
         if T == 0:
             raise RuntimeError("the model got an empty context (0 tokens)")
         steps = torch.arange(1, T + 1, device=idx.device, dtype=self.mix.dtype).view(1, T, 1)
@@ -439,12 +470,14 @@ def _watched(student, args, watch):
     """Run student(*args) while recording every tensor operation (a torch dispatch mode,
     so it also sees the operations inside torch functions). watch may ask for:
       "row": N      no reduction (max, sum, softmax, ...) over a dim of size N at once;
-      "max_numel": no intermediate tensor with more elements than this, no fused kernel.
+      "max_numel": no intermediate tensor with more elements than this, no fused kernel,
+                   and (with "tile_size", "head_size", "leading") no floating tensor that
+                   holds a tile of queries against more than tile_size keys: a strip.
     Raises CallRefused naming the first offending operation."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
-    seen = {"row": None, "largest": (0, None, None), "fused": None}
+    seen = {"row": None, "largest": (0, None, None), "fused": None, "strip": None}
 
     class Watch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -463,6 +496,8 @@ def _watched(student, args, watch):
             for t in tree_flatten(out)[0]:
                 if not isinstance(t, torch.Tensor):
                     continue
+                if "head_size" in watch and seen["strip"] is None and _is_strip(t, watch):
+                    seen["strip"] = (tuple(t.shape), name)
                 numel, shape, made_by = seen["largest"]
                 if t.numel() > numel:
                     seen["largest"] = (t.numel(), tuple(t.shape), name)
@@ -489,7 +524,25 @@ def _watched(student, args, watch):
         if numel > watch["max_numel"]:
             raise CallRefused(f"it made a tensor of shape {shape} ({numel} numbers, aten.{name}); "
                               f"{_describe_size(shape, watch)}")
+        if seen["strip"]:
+            shape, name = seen["strip"]
+            raise CallRefused(
+                f"it made a tensor of shape {shape} (aten.{name}): that is a strip of one tile of "
+                f"queries against {max(shape[-2:])} keys at once. Tile the keys too, at most "
+                f"tile_size={watch['tile_size']} at a time, combined with a running max and sum.")
     return out
+
+
+def _is_strip(t, watch):
+    """A floating tensor whose last two dims are a tile of queries (2..tile_size, and not
+    head_size or a leading size) and more keys than a tile (tile_size + 1..T), either way round."""
+    if t.dim() < 2 or not t.is_floating_point():
+        return False
+    tile, T = watch["tile_size"], watch["T"]
+    other = {1, watch["head_size"], *watch.get("leading", ())}
+    a, b = t.shape[-2:]
+    return any(tile < keys <= T and 2 <= rows <= tile and rows not in other
+               for rows, keys in ((a, b), (b, a)))
 
 
 def _describe_size(shape, watch):

@@ -43,7 +43,10 @@ for key, (correct, mistakes) in students.items():
         except Exception as err:
             report["named"][f"{key}/{mkey}"] = f"{type(err).__name__}: {err}"
 try:
-    grader.check_scaled_dot_product_attention(lambda q, k, v, mask=None: 2 * v, "values")
+    import torch  # an answer that attends, wrongly: no scale, and 1 added
+    grader.check_scaled_dot_product_attention(
+        lambda q, k, v, mask=None: torch.softmax((q @ k.mT).masked_fill(mask, float("-inf")), -1) @ v + 1,
+        "values")
 except grader.CheckError as err:
     report["unknown_wrong_answer"] = str(err)
 try:

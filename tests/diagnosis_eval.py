@@ -38,6 +38,8 @@ LEFTOVERS = {  # what the notebook's earlier cells leave in scope before its exe
     "04_single_head": "B, T, C = 4, 8, 16\nhead_size = 6\nx = torch.randn(3, T, C)\n",
     "05_scaled_attention": "B, T, head_size = 2, 6, 16\n",
     "06_multi_head": "B, T, C, n_heads, head_size = 2, 7, 12, 3, 4\nx = torch.randn(B, T, C)\n",
+    "07_transformer_block": "from answers import CausalSelfAttention, MLP, Block as GivenBlock, GPT as GivenGPT\n",
+    "08_attention_at_scale": "from answers import CachedSelfAttention as GivenCache\n",
 }
 GIVEN_HEAD = '''
 class Head(nn.Module):
@@ -58,15 +60,19 @@ KEYS = {"bag_of_words_loop": "bag_of_words_loop", "bag_of_words_matmul": "bag_of
         "scaled_dot_product_attention": "scaled_dot_product_attention",
         "MultiHeadAttention": "multi_head_attention", "multi_head_attention": "multi_head_attention",
         "BatchedMultiHeadAttention": "batched_multi_head_attention",
-        "batched_multi_head_attention": "batched_multi_head_attention"}
+        "batched_multi_head_attention": "batched_multi_head_attention",
+        "Block": "block", "GPT": "gpt", "generate": "generate", "online_softmax": "online_softmax",
+        "tiled_attention": "tiled_attention", "CachedSelfAttention": "cached_attention"}
 STUDENT_NAMES = {"head": "Head", "multi_head_attention": "MultiHeadAttention",
-                 "batched_multi_head_attention": "BatchedMultiHeadAttention"}
+                 "batched_multi_head_attention": "BatchedMultiHeadAttention", "block": "Block",
+                 "gpt": "GPT", "cached_attention": "CachedSelfAttention"}
 
 
 def own_attempts():
+    from attempts_0708 import ATTEMPTS as LATER
     from attempts_own import ATTEMPTS
 
-    return ATTEMPTS
+    return ATTEMPTS + LATER
 
 
 def student_attempts():

@@ -30,6 +30,41 @@ def _replace(old, new):
     return edit
 
 
+def _body(code):
+    """An edit that replaces the body of the cell's last function (forward, for a class;
+    its docstring kept) with code, written with four spaces of indentation."""
+    def edit(source):
+        lines = source.splitlines()
+        defs = [i for i, line in enumerate(lines) if line.lstrip().startswith("def ")]
+        at = next((i for i in defs if "def forward(" in lines[i]), defs[-1])
+        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())] + "    "
+        keep = at + 1 + (lines[at + 1].strip().startswith('"""') if at + 1 < len(lines) else 0)
+        body = [indent + line[4:] if line else line for line in code.strip("\n").splitlines()]
+        return "\n".join(lines[:keep] + body) + "\n"
+    return edit
+
+
+# Answers that do no attention (tests/baselines.py has more, graded through the checks)
+NO_ATTENTION_07 = {
+    "Block": _body("    return x + self.mlp(self.ln2(x))  # the attention left out"),
+    "GPT": _body("    return torch.zeros(*idx.shape, self.lm_head.out_features)  # constant logits"),
+    "generate": _body("""
+    V = model(idx[:, -1:]).shape[-1]
+    new = torch.randint(0, V, (idx.shape[0], max_new_tokens), generator=generator)
+    return torch.cat([idx, new], dim=1)  # random tokens"""),
+}
+NO_ATTENTION_08 = {
+    "online_softmax": _body("    return torch.full_like(scores, 1.0 / scores.shape[-1])  # uniform"),
+    "tiled_attention": _body("    return v.clone()  # every query keeps its own value"),
+    "CachedSelfAttention": _body("""
+    B, T_new, C = x.shape
+    split = lambda t: t.view(B, T_new, self.n_heads, self.head_size).transpose(1, 2)
+    q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+    hide = torch.ones(T_new, T_new, dtype=torch.bool, device=x.device).triu(1)
+    wei = (q @ k.mT * self.head_size ** -0.5).masked_fill(hide, float("-inf")).softmax(-1)
+    return self.proj((wei @ v).transpose(1, 2).reshape(B, T_new, -1))  # the new tokens only: no cache"""),
+}
+
 # student -> (assignment, {grade_id of a solution cell: edit}, {test cell: points}, {test cell: mistake key})
 SUBMISSIONS = {
     "correct_07": (NB07, {}, None, {}),
@@ -51,6 +86,8 @@ SUBMISSIONS = {
         "test_tiled_output": 1, "test_tiled_causal": 1, "test_tiled_values": 4, "test_tiled_memory": 4,
         "test_cache_output": 1, "test_cache_short": 4, "test_cache_values": 0},
         {"test_online_softmax_plain": "sum_not_rescaled", "test_cache_values": "cache_not_cropped"}),
+    "no_attention_07": (NB07, NO_ATTENTION_07, None, {}),
+    "no_attention_08": (NB08, NO_ATTENTION_08, None, {}),
 }
 
 
@@ -111,3 +148,26 @@ def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mist
         failed = next(o for o in outcomes[cell] if not o["passed"])
         assert failed["mistake"] == key, failed
         assert failed["mistake_name"] and f"Likely mistake: {failed['mistake_name']}" in failed["message"]
+
+
+@grouped
+@pytest.mark.parametrize("student", ["no_attention_07", "no_attention_08"])
+def test_answers_without_attention_earn_at_most_a_tenth_of_each_part(graded_07_08, student):
+    root, _ = graded_07_08
+    assignment = SUBMISSIONS[student][0]
+    earned = _points(root, student, assignment)
+    parts = {}  # exercise -> (earned, total), from the stored plans
+    for cell, outs in _outcomes(root, student, assignment).items():
+        exercise = outs[0]["exercise"]
+        got, total = parts.get(exercise, (0, 0))
+        parts[exercise] = (got + earned[cell], total + _cell_points(assignment, cell))
+    assert len(parts) == 3 and all(total > 0 for _, total in parts.values())
+    assert {e: p for e, p in parts.items() if p[0] > p[1] / 10} == {}
+
+
+def _cell_points(assignment, grade_id):
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "solutions" / assignment / f"{assignment}.ipynb"
+    cell = next(c for c in nbformat.read(path, as_version=4).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return cell.metadata["nbgrader"]["points"]

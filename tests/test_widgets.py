@@ -171,3 +171,28 @@ def test_text_generator_bad_prompts_explain_and_keep_the_text():
     assert "type at least one character" in w.stats.value and w.text == before
     w.prompt.value = "e"
     assert w.text.startswith("e") and "Cannot" not in w.stats.value
+
+
+def test_text_generator_says_one_line_until_the_exercises_are_done_and_its_image_holds_the_text():
+    from answers import generate
+    from notebook_helpers.text import Vocabulary
+
+    vocab = Vocabulary("abcde xyz")
+
+    class NotWritten(torch.nn.Module):
+        def forward(self, idx):
+            raise NotImplementedError()
+
+    waiting = TextGenerator(NotWritten(), vocab, generate, block_size=4, prompt="ab", length=8)
+    assert waiting.message == "The text appears here once Block, GPT and generate are written."
+    assert waiting.probs is None and waiting.png()[:4] == b"\x89PNG"
+
+    def broken(model, idx, max_new_tokens, block_size, temperature=1.0, generator=None):
+        return idx[:, 99]
+
+    failing = TextGenerator(CycleModel(vocab, block_size=4), vocab, broken, block_size=4, prompt="ab", length=8)
+    assert failing.message.startswith("No text: your code raised IndexError")
+    working = TextGenerator(CycleModel(vocab, block_size=4), vocab, generate, block_size=4, prompt="ab", length=8)
+    assert working.message == "" and len(working.text) == 10
+    assert working.png() != TextGenerator(CycleModel(vocab, block_size=4), vocab, generate, block_size=4,
+                                          prompt="ba", length=8).png()  # the text is in the image
