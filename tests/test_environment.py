@@ -40,7 +40,10 @@ def test_every_requirement_is_locked_at_a_version_it_allows():
 
 def test_the_installed_environment_is_the_locked_one():
     locked = _locked()
-    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in distributions()}
+    installed = {}
+    for d in distributions():  # the first found wins, as for an import (setuptools puts
+        # its vendored importlib_metadata, zipp, ... on sys.path once it is imported)
+        installed.setdefault(canonicalize_name(d.metadata["Name"]), d.version)
     drift = {name: (version, installed.get(name)) for name, version in locked.items()
              if Version(installed.get(name, "0")).public != version}
     assert not drift, f"installed versions differ from requirements.lock (locked, installed): {drift}"
