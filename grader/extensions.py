@@ -15,13 +15,14 @@ nbgrader's gradebook has no field for an extension, so they are kept in the cour
 export), the late notice in the feedback, grades.csv and the report all measure lateness
 from the extended due date.
 """
-import csv
 import datetime
 import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
+
+from grader.csvfile import read_csv
 
 STORE = "extensions.json"
 UNITS = {"w": 7 * 86400, "week": 7 * 86400, "d": 86400, "day": 86400, "h": 3600, "hour": 3600,
@@ -118,15 +119,7 @@ def read_rows(path, assignments):
     from nbgrader.utils import parse_utc
 
     path = Path(path)
-    if not path.is_file():
-        raise SystemExit(f"no such file: {path}")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise SystemExit(f"{path} is not UTF-8 text: save the extensions as CSV (UTF-8)")
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip().lower() for h in reader.fieldnames or []]
-    reader.fieldnames = header
+    header, reader = read_csv(path, "extensions", lower=True)
     if not {"student", "assignment"} <= set(header) or not {"due", "extra"} & set(header):
         raise SystemExit(f"{path}: the header needs 'student', 'assignment' and 'due' (a new due date) "
                          f"or 'extra' (time added); found: {', '.join(header) or 'nothing'}")

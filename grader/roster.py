@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.csvfile import read_csv
 from grader.grading import layout as pipeline
 from grader.lms import safe_student_id
 
@@ -37,16 +38,7 @@ CANVAS_ASSIGNMENT = re.compile(r"^(?P<name>.+) \((?P<id>\d+)\)$")
 
 def read_rows(path):
     """Roster rows as nbgrader columns; SystemExit with the reason when the file cannot be used."""
-    path = Path(path)
-    if not path.is_file():
-        raise SystemExit(f"no such file: {path}")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise SystemExit(f"{path} is not UTF-8 text: save the roster as CSV (UTF-8)")
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in reader.fieldnames or []]
-    reader.fieldnames = header
+    header, reader = read_csv(path, "roster")
     rows = list(reader)
     if all(c in header for c in CANVAS_COLUMNS):
         rows = [_from_canvas(r) for r in rows if _is_canvas_student(r)]

@@ -18,13 +18,14 @@ the download), so the times come from a second file the instructor downloads:
 A row matches a collected file by the LMS's id in the file name, then the course's student
 id, then the student's name.
 """
-import csv
 import datetime
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from grader.csvfile import read_csv
 
 MOODLE_TIME = "Last modified (submission)"
 STUDENT_COLUMNS = ("student", "student_id", "id", "user_id", "lms_user_id", "login", "username",
@@ -114,15 +115,7 @@ def read(path, tz="UTC"):
     """The Times in a Moodle grading worksheet or a student/time CSV; SystemExit naming the
     rows or columns that cannot be used (nothing is collected then)."""
     path = Path(path)
-    if not path.is_file():
-        raise SystemExit(f"no such file: {path}")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise SystemExit(f"{path} is not UTF-8 text: save the submission times as CSV (UTF-8)")
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in reader.fieldnames or []]
-    reader.fieldnames = header
+    header, reader = read_csv(path, "submission times")
     moodle = "Identifier" in header and MOODLE_TIME in header
     student_col = "Identifier" if moodle else _column(header, STUDENT_COLUMNS)
     time_col = MOODLE_TIME if moodle else _column(header, TIME_COLUMNS)
