@@ -125,24 +125,29 @@ class Scan:
         return [asdict(f) for f in self.flags]
 
 
-def _normal(source):
-    text = source if isinstance(source, str) else "".join(source)
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+def cell_text(source):
+    """A cell's source as one string (nbformat allows a list of lines)."""
+    return source if isinstance(source, str) else "".join(source)
+
+
+def normal_source(source):
+    """A cell's source with the whitespace an editor may change taken away, for comparing."""
+    return "\n".join(line.rstrip() for line in cell_text(source).strip().splitlines())
 
 
 def student_cells(nb, course=None):
     """(index, source) of every code cell the student wrote: not locked, not a test cell,
     and (given the course's source notebook) not a given cell handed in as it was given."""
-    given = {_normal(c.source) for c in course.cells if c.cell_type == "code"} if course else set()
+    given = {normal_source(c.source) for c in course.cells if c.cell_type == "code"} if course else set()
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("locked") or (meta.get("grade") and not meta.get("solution")):
             continue
-        if not meta.get("solution") and _normal(cell.source) in given:
+        if not meta.get("solution") and normal_source(cell.source) in given:
             continue
-        yield index, cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        yield index, cell_text(cell.source)
 
 
 def python_source(source):
@@ -220,7 +225,7 @@ def imported_names(nb):
         if cell.cell_type != "code":
             continue
         try:
-            tree = parse_cell(cell.source if isinstance(cell.source, str) else "".join(cell.source))
+            tree = parse_cell(cell_text(cell.source))
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):

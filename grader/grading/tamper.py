@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.grading.scan import Flag, shown
+from grader.grading.scan import Flag, cell_text, normal_source, shown
 
 METADATA_KEY = "grading"
 COMPARED = ("grade", "solution", "locked", "task", "points")
@@ -30,15 +30,7 @@ _HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]
 
 def released_source(cell):
     """The cell's source as the student received it: hidden tests removed."""
-    return _HIDDEN.sub("", _text(cell.source))
-
-
-def _text(source):
-    return source if isinstance(source, str) else "".join(source)
-
-
-def _normal(text):
-    return "\n".join(line.rstrip() for line in _text(text).strip().splitlines())
+    return _HIDDEN.sub("", cell_text(cell.source))
 
 
 def _kind(meta):
@@ -97,7 +89,7 @@ def changes(submitted, source, restore=False):
             if restore:
                 _restore(submitted, index, cell)
         if (meta.get("locked") or kind == "test cell") and not meta.get("solution") and \
-                _normal(released_source(cell)) != _normal(mine.source):
+                normal_source(released_source(cell)) != normal_source(mine.source):
             flags.append(Flag("edited", index, 0, f"{kind} {grade_id} was edited (graded from the source)"))
     for grade_id, found in by_id.items():
         if grade_id not in known:
