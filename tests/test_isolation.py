@@ -439,7 +439,8 @@ def test_sandbox_dies_with_its_client(tmp_path):
     init_pid, rundir = proc.stdout.rsplit("init ", 1)[1].split()
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and (f"sleep {marker}" in host_processes()
-                                           or Path(f"/proc/{init_pid}/cmdline").exists()):
+                                           or Path(f"/proc/{init_pid}/cmdline").exists()
+                                           or Path(rundir).exists()):  # removed just after init exits
         time.sleep(0.2)
     assert f"sleep {marker}" not in host_processes()
     assert not Path(rundir).exists()  # the launcher removed the sandbox's private folder
