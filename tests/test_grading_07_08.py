@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from conftest import db_scores
-from grader import synthetic
+from support import synthetic
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
 

@@ -24,7 +24,9 @@ import nbformat
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET
-from grader import extensions, instructor, lms, report, roster, synthetic
+from grader.instructor import extensions, lms, report, roster
+from grader.instructor import cli as instructor
+from support import synthetic
 from grader.grading import autograde, layout as pipeline
 
 pytestmark = pytest.mark.xdist_group("lms_term")

@@ -45,7 +45,7 @@ import time
 import warnings
 from pathlib import Path
 
-from grader import late
+from grader.instructor import late
 from grader.grading import layout
 from grader.grading.status import Status, fingerprint, grading_inputs
 from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission

@@ -42,7 +42,7 @@ from traitlets import Bool, Integer, Unicode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
-from grader import shortcuts
+from grader.checks import shortcuts
 from grader.grading import bounds, plan, scan, tamper
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
@@ -305,7 +305,7 @@ class GradingExecute(Execute):
 
     def _run_code(self, code, index):
         """Run code in the kernel as a throwaway cell; None, or a RemoteError."""
-        from grader.core import RemoteError
+        from grader.checks.core import RemoteError
 
         if self._stopped:
             return RemoteError("TimeoutError", self._stopped)
@@ -328,8 +328,8 @@ class GradingExecute(Execute):
         return None
 
     def _grade_test_cell(self, cell, index):
-        from grader.core import evaluate
-        from grader.exercises import EXERCISES
+        from grader.checks.core import evaluate
+        from grader.checks.exercises import EXERCISES
         from grader.grading.channel import KernelChannel
 
         grade_id = cell.metadata["nbgrader"]["grade_id"]
@@ -376,7 +376,7 @@ class GradingExecute(Execute):
 
 def _timed_out(exercise, check, seed, reason):
     """The failed outcome of a check that was not run: the kernel had been stopped."""
-    from grader.core import Outcome
+    from grader.checks.core import Outcome
 
     where = f" (hidden check, seed {seed})" if check.hidden else ""
     label = f"{check.student}: {exercise.focuses[check.focus].description}{where}"

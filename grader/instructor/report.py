@@ -4,7 +4,7 @@
 
 Every score comes from the gradebook (nbgrader.api.Gradebook): the autograded and verified
 score, a manual grade or extra credit given in the formgrader, and the late penalty that
-the course's policy (grader.late) gives for that score, written back to the gradebook
+the course's policy (grader.instructor.late) gives for that score, written back to the gradebook
 first so that the formgrader, feedback and these files agree.
 
 Who is listed: every student in the gradebook (the roster, `make roster`, plus anyone who
@@ -14,12 +14,12 @@ something was collected for it. A student with nothing for such an assignment is
 attention" with its reason; one collected but not graded yet is "not graded yet".
 
 Lateness is measured from each student's due date: the assignment's, or the one a
-per-student extension (grader.extensions) gives. A submission whose time the LMS did not
-give (grader.lms) has lateness "unknown": no penalty, and listed in the report with what to
+per-student extension (grader.instructor.extensions) gives. A submission whose time the LMS did not
+give (grader.instructor.lms) has lateness "unknown": no penalty, and listed in the report with what to
 do.
 
 grades_canvas.csv follows Canvas' gradebook import: `Student`, `ID` (the Canvas user id),
-`SIS User ID`, `SIS Login ID`, `Section` (from the roster, grader.roster), one column per
+`SIS User ID`, `SIS Login ID`, `Section` (from the roster, grader.instructor.roster), one column per
 assignment named as Canvas names it ("Name (id)": c.GradeReport.canvas_columns, else the
 column of the same name in the Canvas export imported as the roster, else the assignment's
 name, for which Canvas creates a new column), and the "Points Possible" row. Canvas matches
@@ -43,7 +43,7 @@ from pathlib import Path
 from traitlets import Dict, Float
 from traitlets.config import Configurable
 
-from grader import extensions, late, lms, roster
+from grader.instructor import extensions, late, lms, roster
 from grader.grading import layout as pipeline
 
 GRADED, MISSING, ATTENTION, PENDING = "graded", "missing", "needs_attention", "not_graded_yet"

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 import torch
 
-from grader import diagnosis, shortcuts, stored, student_call
+from grader.checks import diagnosis, shortcuts, stored, student_call
 
 # (device type, dtype) -> tolerances for torch.testing.assert_close.
 TOLERANCES = {
@@ -31,7 +31,7 @@ TOLERANCES = {
     ("cuda", torch.float64): dict(rtol=1e-7, atol=1e-9),
 }
 DEVICE_ENV = "GRADER_DEVICE"
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # grader/
 
 
 class CheckError(AssertionError):
@@ -105,7 +105,7 @@ class Focus:
 @dataclass
 class Exercise:
     name: str  # also the name the student's function has in the notebook
-    call: Callable  # call(inputs) -> a call for grader.student_call.execute
+    call: Callable  # call(inputs) -> a call for grader.checks.student_call.execute
     reference: Callable  # reference(*inputs.values()) in float64
     draw: Callable  # draw(gen, case, dims) -> inputs (float64, CPU)
     dims: dict  # name -> (fixed value, (low, high) for hidden checks)
@@ -129,7 +129,7 @@ class Context:
     inputs: dict  # on the check's device and dtype
     out: torch.Tensor  # the student's output, float64 on the CPU
     tol: dict
-    facts: Optional[Callable] = None  # () -> grader.student_call.code_facts of the student's code
+    facts: Optional[Callable] = None  # () -> grader.checks.student_call.code_facts of the student's code
 
     def run(self, inputs):
         out = _call_student(self.exercise, self.student, inputs)
@@ -254,8 +254,8 @@ class RemoteStudent:
 
     call(spec) returns the plain result, or raises RemoteError for the student's error; after
     each call, changed lists the inputs the call changed in place (plain dicts, see
-    grader.student_call.execute_watched). facts(spec), when given, returns
-    grader.student_call.code_facts of the student's code."""
+    grader.checks.student_call.execute_watched). facts(spec), when given, returns
+    grader.checks.student_call.code_facts of the student's code."""
 
     def __init__(self, name, call, facts=None):
         self.__name__, self.call, self.facts = name, call, facts
@@ -320,8 +320,8 @@ def _call_student(exercise, student, inputs):
 
 
 def _refusal(message):
-    """The named mistake of a refused call (grader.student_call.CallRefused), or None."""
-    from grader.mistakes import REFUSALS
+    """The named mistake of a refused call (grader.checks.student_call.CallRefused), or None."""
+    from grader.answers.mistakes import REFUSALS
 
     key = student_call.refusal_key(message)
     return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
@@ -428,7 +428,7 @@ def largest_difference(actual, expected):
 def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=None,
              expected=None, names=None, analyse=True):
     """The catalogued mistake that reproduces this output (or this exception), if any;
-    else, with analyse, what grader.diagnosis infers from the output, the expected output
+    else, with analyse, what grader.checks.diagnosis infers from the output, the expected output
     and the facts about the student's code (a Finding), or None."""
     for mistake in exercise.mistakes:
         try:
@@ -478,7 +478,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     """Run one focus of one exercise on the student's code; raise CheckError on failure,
     return a CheckResult on success.
 
-    graded: a graded run, where a shortcut (grader.shortcuts) fails the check; in
+    graded: a graded run, where a shortcut (grader.checks.shortcuts) fails the check; in
     JupyterLab it passes with a note. config: the traitlets config with the instructor's
     Shortcuts (default: the course's nbgrader_config.py)."""
     __tracebackhide__ = True
@@ -685,7 +685,7 @@ def _finding_key(found):
 
 
 def _code_facts(exercise, student, inputs=None):
-    """grader.student_call.code_facts of the student's code (plain data), or None; with
+    """grader.checks.student_call.code_facts of the student's code (plain data), or None; with
     inputs, also what an instance of a module built for them holds."""
     call = exercise.call(inputs) if inputs is not None else {"kind": "code"}
     try:
@@ -742,7 +742,7 @@ def _show_png(png):
 
 
 def _exercise_key(exercise):
-    from grader.exercises import EXERCISES
+    from grader.checks.exercises import EXERCISES
 
     return next(k for k, ex in EXERCISES.items() if ex is exercise)
 
@@ -769,7 +769,7 @@ _FIXED_CACHE = {}
 
 
 def _load_fixed(exercise):
-    from grader import fixtures
+    from grader.answers import fixtures
 
     key = _exercise_key(exercise)
     if key not in _FIXED_CACHE:
