@@ -74,22 +74,20 @@ class GradeReport(Configurable):
 
 def read_status(root):
     """{(student, assignment): {status, reason, mistakes, flags, budget_exceeded}} from
-    autograded/.status.json (grader.grading.status.Status): mistakes are the catalogue
-    keys the checks named, per notebook/test cell, read from the typed outcomes."""
-    from grader.grading.autograde import mistakes
-    from grader.grading.scan import Flag
+    autograded/.status.json (grader.grading.status.Status), the one store of outcomes:
+    mistakes are the names of the mistakes the checks named, per notebook/test cell, read
+    from the typed outcomes."""
     from grader.grading.status import Status
 
     out = {}
-    for student, assignment, e in Status(root).entries():
-        notebooks = e.get("notebooks") or {}
-        exceeded = [nb for nb, data in notebooks.items() if data.get("budget_exceeded")]
+    for student, assignment, record in Status(root).records():
+        exceeded = [nb for nb, checks in record.notebooks.items() if checks.budget_exceeded]
         out[(student, assignment)] = {
-            "status": e.get("status"), "reason": e.get("reason") or "",
-            "mistakes": mistakes(e),
+            "status": record.status, "reason": record.reason,
+            "mistakes": record.mistakes(),
             "flags": [f"{nb}: ran out of its time budget" for nb in exceeded]
-                     + [f"{nb}: {Flag(**f).text()}" for nb, data in notebooks.items()
-                        for f in data.get("flags", [])],
+                     + [f"{nb}: {flag.text()}" for nb, checks in record.notebooks.items()
+                        for flag in checks.flags],
             "budget_exceeded": bool(exceeded),
         }
     return out

@@ -1,8 +1,7 @@
 """Notebooks 07 and 08 graded end to end by the real pipeline (Grading: nbgrader's
 autograde with GradingExecute, the sandboxed kernel, the plans stored in the sources):
 a correct submission gets full marks, and wrong ones get exactly the points of the
-checks they pass, with their mistakes named in <notebook>.grading.json."""
-import json
+checks they pass, with their mistakes named in autograded/.status.json."""
 
 import nbformat
 import pytest
@@ -105,8 +104,9 @@ def graded_07_08(tmp_path_factory):
 
 
 def _outcomes(root, student, assignment):
-    path = root / "autograded" / student / assignment / f"{assignment}.grading.json"
-    return json.loads(path.read_text())["cells"]
+    """{test cell: [Outcome]} of one submission, from the one store of outcomes."""
+    record = next(r for s, a, r in Status(root).records() if (s, a) == (student, assignment))
+    return record.notebooks[assignment].outcomes
 
 
 def _points(root, student, assignment):
@@ -128,10 +128,10 @@ def test_a_correct_submission_gets_full_marks(graded_07_08, student):
     root, _ = graded_07_08
     assignment = SUBMISSIONS[student][0]
     outcomes = _outcomes(root, student, assignment)
-    failed = {cell: [o["message"] for o in outs if not o["passed"]] for cell, outs in outcomes.items()
-              if not all(o["passed"] for o in outs)}
+    failed = {cell: [o.message for o in outs if not o.passed] for cell, outs in outcomes.items()
+              if not all(o.passed for o in outs)}
     assert failed == {}
-    assert any(o["hidden"] for outs in outcomes.values() for o in outs)  # hidden checks ran too
+    assert any(o.hidden for outs in outcomes.values() for o in outs)  # hidden checks ran too
     assert db_scores(root, assignment)[student] == 30.0
 
 
@@ -145,9 +145,9 @@ def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mist
     assert db_scores(root, assignment)[student] == sum(points.values())
     outcomes = _outcomes(root, student, assignment)
     for cell, key in named.items():
-        failed = next(o for o in outcomes[cell] if not o["passed"])
-        assert failed["mistake"] == key, failed
-        assert failed["mistake_name"] and f"Likely mistake: {failed['mistake_name']}" in failed["message"]
+        failed = next(o for o in outcomes[cell] if not o.passed)
+        assert failed.mistake == key, failed
+        assert failed.mistake_name and f"Likely mistake: {failed.mistake_name}" in failed.message
 
 
 @grouped
@@ -158,7 +158,7 @@ def test_answers_without_attention_earn_at_most_a_tenth_of_each_part(graded_07_0
     earned = _points(root, student, assignment)
     parts = {}  # exercise -> (earned, total), from the stored plans
     for cell, outs in _outcomes(root, student, assignment).items():
-        exercise = outs[0]["exercise"]
+        exercise = outs[0].exercise
         got, total = parts.get(exercise, (0, 0))
         parts[exercise] = (got + earned[cell], total + _cell_points(assignment, cell))
     assert len(parts) == 3 and all(total > 0 for _, total in parts.values())
