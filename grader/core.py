@@ -305,12 +305,12 @@ def _call_student(exercise, student, inputs):
     except student_call.ParameterMismatch as err:
         raise _ParameterError(str(err), err.fields) from None
     except student_call.CallRefused as err:  # the code broke a rule of the exercise
-        raise CheckError(str(err), finding=_refusal(str(err))) from None
+        raise CheckError(str(err), finding=_refusal(err.key)) from None
     except RemoteError as err:
         if err.type_name == "ParameterMismatch":
             raise _ParameterError(str(err), err.fields) from None
         if err.type_name == "CallRefused":
-            raise CheckError(str(err), finding=_refusal(str(err))) from None
+            raise CheckError(str(err), finding=_refusal(err.fields.get("key"))) from None
         raise _StudentError(err) from None
     except Exception as err:  # the student's code failed; explain, do not crash
         raise _StudentError(err) from None
@@ -319,11 +319,11 @@ def _call_student(exercise, student, inputs):
     return out
 
 
-def _refusal(message):
-    """The named mistake of a refused call (grader.student_call.CallRefused), or None."""
+def _refusal(key):
+    """The named mistake of the rule a refused call broke (grader.student_call.CallRefused's
+    key), or None."""
     from grader.mistakes import REFUSALS
 
-    key = student_call.refusal_key(message)
     return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
 
 
