@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 from jupyter_core.utils import ensure_async, run_sync
 from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer, Unicode, default
 
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
@@ -76,7 +76,7 @@ class GradingExecute(Execute):
     call_timeout = Integer(
         20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
     device = Unicode(
-        "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+        help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
     max_output_bytes = Integer(
         bounds.OutputBounds.output, help="Bytes of one output a graded notebook keeps (the rest "
                                          "is replaced by a note).").tag(config=True)
@@ -97,6 +97,13 @@ class GradingExecute(Execute):
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
+
+    @default("device")
+    def _default_device(self):
+        """The device, decided here once for the whole notebook: $GRADER_DEVICE, else cpu."""
+        from grader.core import DEVICE_ENV
+
+        return os.environ.get(DEVICE_ENV) or "cpu"
 
     # --- the notebook ---------------------------------------------------------------
 
@@ -344,7 +351,7 @@ class GradingExecute(Execute):
                                                       "assignment's source")]
             self._checks.outcomes[grade_id] = []
             return
-        device = self.device or os.environ.get("GRADER_DEVICE") or "cpu"
+        device = self.device
         if self._channel is None:  # one per kernel: its code is sent to the kernel once
             pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
             self._channel = KernelChannel(lambda code: self._run_code(code, self._test_index),
