@@ -1,5 +1,6 @@
 """Results as data: every type that crosses a process or a file reads back as it was
 written, and the report reads outcomes from the one store, autograded/.status.json."""
+import csv
 import json
 
 from grader.grading.results import CellGrade, NotebookChecks, NotebookResult, Record
@@ -83,14 +84,41 @@ def test_the_report_reads_mistakes_flags_and_budgets_from_the_status_file(tmp_pa
     status.set("ada", A, Record("graded", "fp1", 1.0, 4.0, notebooks={A: _checks(budget_exceeded=True)}).to_json())
     status.set("bo", A, Record("needs_attention", "fp2", 2.0, 0.5, reason="the kernel died").to_json())
     read = report.read_status(tmp_path)
-    assert read[("ada", A)] == {
-        "status": "graded", "reason": "",
-        "mistakes": {f"{A}/test_softmax_rows": "softmax over the wrong dimension"},
-        "flags": [f"{A}: ran out of its time budget", f"{A}: cell 4, line 2: getattr with a built name"],
-        "budget_exceeded": True}
-    assert read[("bo", A)]["status"] == "needs_attention" and read[("bo", A)]["reason"] == "the kernel died"
+    ada, bo = read[("ada", A)], read[("bo", A)]
+    assert ada.status == "graded" and ada.notebooks == {A: _checks(budget_exceeded=True)}
+    assert ada.mistakes() == {f"{A}/test_softmax_rows": "softmax over the wrong dimension"}
+    assert ada.flag_texts() == [f"{A}: ran out of its time budget",
+                                f"{A}: cell 4, line 2: getattr with a built name"]
+    assert (bo.status, bo.reason, bo.flag_texts()) == ("needs_attention", "the kernel died", [])
     # nothing else is read: a file of outcomes beside an autograded notebook changes nothing
     stray = tmp_path / "autograded" / "bo" / A / f"{A}.grading.json"
     stray.parent.mkdir(parents=True)
     stray.write_text(json.dumps(_checks().to_json()))
     assert report.read_status(tmp_path) == read
+
+
+def test_grades_csv_and_the_report_take_mistakes_and_flags_from_the_status_file(tmp_path):
+    """A submission in the gradebook: its row's mistakes and flags are those of its record."""
+    import datetime
+
+    from nbgrader.api import Gradebook
+
+    from grader import report, synthetic
+    from grader.grading import layout
+
+    root = synthetic.make_course(tmp_path)
+    config = layout.load_config(root)
+    layout.ensure_gradebook(root, config)
+    with Gradebook(layout.db_url(root)) as gb:
+        gb.update_or_create_assignment(A, duedate=datetime.datetime(2025, 10, 1, 17, 0))
+        gb.update_or_create_student("ada")
+        gb.update_or_create_submission(A, "ada", timestamp=datetime.datetime(2025, 10, 1, 12, 0))
+    Status(root).set("ada", A, Record("graded", "fp1", 1.0, 4.0, notebooks={A: _checks(True)}).to_json())
+    row = next(r for r in report.gather(root, config).rows if (r.student, r.assignment) == ("ada", A))
+    assert row.mistakes == {f"{A}/test_softmax_rows": "softmax over the wrong dimension"}
+    assert row.flags[:2] == [f"{A}: ran out of its time budget", f"{A}: cell 4, line 2: getattr with a built name"]
+    written = report.export(root, quiet=True)
+    with open(written["grades"], newline="", encoding="utf-8") as f:
+        line = next(r for r in csv.DictReader(f) if r["student_id"] == "ada")
+    assert "softmax over the wrong dimension" in line["mistakes"]
+    assert "ran out of its time budget" in line["flags"]

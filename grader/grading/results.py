@@ -107,6 +107,14 @@ class Record:
                    notebooks={name: NotebookChecks.from_json(nb)
                               for name, nb in (data.get("notebooks") or {}).items()})
 
+    def flag_texts(self):
+        """What the instructor is asked to look at, per notebook: a time budget that ran out,
+        then the flags."""
+        return ([f"{name}: ran out of its time budget"
+                 for name, checks in self.notebooks.items() if checks.budget_exceeded]
+                + [f"{name}: {flag.text()}" for name, checks in self.notebooks.items()
+                   for flag in checks.flags])
+
     def mistakes(self):
         """{notebook/grade_id: name of the mistake} the checks named."""
         return {f"{name}/{grade_id}": mistake for name, checks in self.notebooks.items()
