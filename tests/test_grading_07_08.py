@@ -8,6 +8,7 @@ import pytest
 
 from conftest import db_scores
 from grader import synthetic
+from grader.grading import plan
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
 
@@ -171,3 +172,18 @@ def _cell_points(assignment, grade_id):
     cell = next(c for c in nbformat.read(path, as_version=4).cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
     return cell.metadata["nbgrader"]["points"]
+
+
+@grouped
+def test_outcomes_are_stored_once_in_the_status_file(graded_07_08):
+    """Each graded test cell's outcomes are in autograded/.status.json and nowhere else
+    (the autograded folder keeps the notebooks nbgrader shows, not a second copy)."""
+    root, _ = graded_07_08
+    assert sorted(p.name for p in (root / "autograded").rglob("*.grading.json")) == []
+    for student, (assignment, *_) in SUBMISSIONS.items():
+        record = next(r for s, a, r in Status(root).records() if (s, a) == (student, assignment))
+        graded = {c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(
+            root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4).cells
+            if plan.is_test_cell(c)}
+        assert set(record.notebooks[assignment].outcomes) == graded, student
+        assert all(outs for outs in record.notebooks[assignment].outcomes.values()), student

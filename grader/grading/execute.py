@@ -19,10 +19,11 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   grader.grading.channel on inputs chosen here (visible checks: the fixed inputs; hidden
   checks: fresh sizes and seeds). Each check's outcome becomes the cell's output: one
   tick line per passing check, or the message of the first failing one as an error (so
-  nbgrader's SaveAutoGrades scores it 0). The typed outcomes, the flags and whether the
-  budget ran out (grader.grading.results.NotebookChecks) leave nbgrader's run as
-  <notebook>.grading.json beside the autograded notebook, which grader.grading.submission
-  reads and takes out again: the merge records them in autograded/.status.json;
+  nbgrader's SaveAutoGrades scores it 0). For `make autograde` (`write_checks`), the typed
+  outcomes, the flags and whether the budget ran out (grader.grading.results.NotebookChecks)
+  leave nbgrader's run as <notebook>.grading.json beside the autograded notebook, which
+  grader.grading.submission reads and takes out again: the merge records them in
+  autograded/.status.json;
 - the given code cells after the notebook's last solution or test cell (demonstrations:
   plots, a model trained to look at) are not run unless `run_after_last_graded` is set:
   nothing there can change a grade, and in 04–06 they are a third of a notebook's time.
@@ -94,6 +95,10 @@ class GradingExecute(Execute):
         4, help="Where budgets count CPU time: the wall-clock ceiling of a cell and of the "
                 "notebook, as a multiple of their CPU limits (only a stalled machine reaches "
                 "it; the submission is then graded again later).").tag(config=True)
+    write_checks = Bool(
+        False, help="Write the checks' typed outcomes beside the autograded notebook as "
+                    "<notebook>.grading.json (make autograde's worker reads it and takes it "
+                    "out again).").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
@@ -130,7 +135,7 @@ class GradingExecute(Execute):
                                  if utils.is_grade(c) or utils.is_solution(c) or utils.is_task(c)), default=None)
         nb, resources = super().preprocess(nb, resources, km)
         resources[FLAGS_KEY] = self._checks.flags
-        if self._plans is not None:
+        if self.write_checks and info.get("notebook"):
             resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \
                 json.dumps(self._checks.to_json(), indent=1).encode()
         return nb, resources

@@ -183,6 +183,7 @@ def _config(course, job):
     config.GradingExecute.notebook_budget = job.settings.notebook_budget
     config.GradingExecute.call_timeout = job.settings.call_timeout
     config.GradingExecute.device = job.settings.device
+    config.GradingExecute.write_checks = True  # read by _checks, then taken out
     if job.settings.kernel_name:
         config.GradingExecute.kernel_name = job.settings.kernel_name
     return config
