@@ -262,7 +262,7 @@ class RemoteStudent:
         self.changed = []
 
 
-GRADING_ERRORS = ("TimeoutError", "MalformedReply")  # RemoteErrors the grading side raises
+GRADING_ERRORS = ("TimeoutError", "MalformedReply", "MemoryLimitExceeded")  # RemoteErrors the grading side raises
 
 
 class RemoteError(Exception):

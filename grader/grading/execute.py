@@ -38,8 +38,9 @@ from pathlib import Path
 
 import nbformat
 from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Integer, Unicode, default
+from traitlets import Bool, Float, Integer, Unicode, default
 
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
@@ -52,6 +53,7 @@ from grader.outcome import Outcome, check_label, draw_seed
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 TIMEOUT_ERROR = "CellTimeoutError"
 WALL_CEILING_ERROR = "NotebookWallClockCeilingReached"
+MEMORY_ERROR = "MemoryLimitExceeded"  # the sandbox's memory limit stopped its kernel
 CELL_CPU_ERROR = TIMEOUT_ERROR
 # A cell whose sandbox gets less than this share of one CPU over a whole cell limit is
 # waiting (sleep, blocked input), not computing on a busy machine: it is stopped then.
@@ -91,6 +93,10 @@ class GradingExecute(Execute):
     interrupt_grace = Integer(
         10, help="Seconds a kernel interrupted at a cell's time limit has to become idle (after "
                  "nbclient's iopub_timeout) before it is stopped.").tag(config=True)
+    interrupt_cpu_grace = Float(
+        2.0, help="Where budgets count CPU time: CPU seconds a cell interrupted at its CPU limit "
+                  "may still use before it counts as ignoring the interrupt and its kernel, with "
+                  "its whole sandbox, is stopped (or interrupt_grace seconds of waiting).").tag(config=True)
     wall_factor = Integer(
         4, help="Where budgets count CPU time: the wall-clock ceiling of a cell and of the "
                 "notebook, as a multiple of their CPU limits (only a stalled machine reaches "
@@ -119,6 +125,7 @@ class GradingExecute(Execute):
         self._plans, self._channel = None, None
         self._checks = NotebookChecks()
         self._stopped = None  # why the kernel was stopped (a cell that ignored its interrupt)
+        self._stop_error = TIMEOUT_ERROR  # or MEMORY_ERROR
         self._bounds = bounds.OutputBounds(self.max_output_bytes, self.max_cell_output_bytes,
                                            self.max_notebook_output_bytes)
         info = (resources or {}).get("nbgrader", {})
@@ -195,25 +202,37 @@ class GradingExecute(Execute):
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         limit = self._cell_limit(cell) if self._sandbox_cpu() is not None else None
-        watch = asyncio.ensure_future(self._watch_cpu(limit)) if limit else None
+        interrupted = []  # the watch's reason, once it has interrupted the kernel
+        watch = asyncio.ensure_future(self._watch_cpu(limit, interrupted)) if limit else None
         try:
             cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        except DeadKernelError:
+            if self._killed_for_memory():
+                cell.outputs.append(error_output(MEMORY_ERROR, f"{MEMORY_ERROR}: {self._stopped}"))
+                return cell
+            if not (interrupted and getattr(self, "_stopped", None)):
+                raise
+            # the cell ignored the watch's interrupt, so the watch stopped its kernel
         finally:
             if watch is not None:
                 watch.cancel()
-        if watch is not None and not watch.cancelled() and watch.done() and watch.result():
+        if interrupted:
             why = {"cpu": f"used more than {limit} s of CPU time",
-                   "idle": f"waited {limit} s without computing"}[watch.result()]
+                   "idle": f"waited {limit} s without computing"}[interrupted[0]]
             cell.outputs.append(error_output(
                 CELL_CPU_ERROR, f"{CELL_CPU_ERROR}: the cell {why} and was interrupted"))
+            if getattr(self, "_stopped", None):
+                cell.outputs.append(error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: {self._stopped}"))
         return cell
 
     execute_cell = run_sync(async_execute_cell)
 
-    async def _watch_cpu(self, limit):
+    async def _watch_cpu(self, limit, interrupted):
         """Interrupt the kernel once this cell has used `limit` CPU seconds ("cpu"), or has
         computed next to nothing for `limit` seconds of wall time ("idle": it sleeps or
-        waits, which no load of the machine explains); None while neither happened."""
+        waits, which no load of the machine explains), and append the reason to
+        `interrupted`. A cell still running after a short grace ignored the interrupt:
+        its kernel is stopped with its whole sandbox (_stop_kernel)."""
         start = window_cpu = self._sandbox_cpu()
         window_start = time.monotonic()
         while True:
@@ -228,7 +247,35 @@ class GradingExecute(Execute):
                 window_start, window_cpu = time.monotonic(), now
             if reason:
                 await ensure_async(self.km.interrupt_kernel())
-                return reason
+                interrupted.append(reason)
+                await self._stop_if_still_busy(now, limit)
+                return
+
+    def _killed_for_memory(self):
+        """After the kernel died: True, with the reason in _stopped, where its sandbox's
+        memory limit (a cgroup's, for all its processes) killed it."""
+        provisioner = getattr(getattr(self, "km", None), "provisioner", None)
+        kills = getattr(provisioner, "sandbox_oom_kills", None)
+        if kills is None or not kills():
+            return False
+        self._stop_error = MEMORY_ERROR
+        self._stopped = (f"the sandbox was stopped for using more than its memory limit "
+                         f"({provisioner.total_memory / 2**30:g} GiB for all its processes)")
+        return True
+
+    async def _stop_if_still_busy(self, cpu_at_interrupt, limit):
+        """Called by the watch after its interrupt, and cancelled when the cell ends: a cell
+        that uses interrupt_cpu_grace more CPU seconds, or is still running after
+        interrupt_grace seconds, ignored the interrupt (SIGINT ignored, a fork bomb)."""
+        waited = time.monotonic() + self.interrupt_grace
+        while time.monotonic() < waited:
+            await asyncio.sleep(0.05)
+            now = self._sandbox_cpu()
+            if now is None:
+                return
+            if now - cpu_at_interrupt > self.interrupt_cpu_grace:
+                break
+        await self._stop_kernel(limit)
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code" and self._wall_left() <= 0:
@@ -248,7 +295,7 @@ class GradingExecute(Execute):
             self._grade_test_cell(cell, index)
             return cell, resources
         if cell.cell_type == "code" and getattr(self, "_stopped", None):
-            cell.outputs = [error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: not run: {self._stopped}")]
+            cell.outputs = [error_output(self._stop_error, f"{self._stop_error}: not run: {self._stopped}")]
             cell.execution_count = None
             return cell, resources
         if (cell.cell_type == "code" and not self.run_after_last_graded and self._plans is not None
@@ -325,7 +372,7 @@ class GradingExecute(Execute):
         from grader.checks.core import RemoteError
 
         if self._stopped:
-            return RemoteError("TimeoutError", self._stopped)
+            return RemoteError(self._stop_error, self._stopped)
         probe = nbformat.v4.new_code_cell(code)
         test_cell = self.nb.cells[index]
         self._calling = True
@@ -335,8 +382,8 @@ class GradingExecute(Execute):
             self._calling = False
             self.nb.cells[index] = test_cell  # nbclient stores the cell it ran at its index
         errors = [out for out in probe.outputs if out.output_type == "error"]
-        if self._stopped:  # this call ignored its interrupt: the kernel was stopped
-            return RemoteError("TimeoutError", self._stopped)
+        if self._stopped:  # this call ignored its interrupt, or its memory limit killed the kernel
+            return RemoteError(self._stop_error, self._stopped)
         if any("Timeout" in out.ename or out.ename == "KeyboardInterrupt" for out in errors):
             # nbclient interrupted the call at its time limit (nothing else interrupts it)
             return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
