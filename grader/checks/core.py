@@ -119,6 +119,7 @@ class Exercise:
     # the queries, the scores, the model...): such an answer earns no points in any check
     attends: Optional[Callable] = None
     repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
+    key: str = ""  # its key in EXERCISES (check_<key>); set there
 
 
 @dataclass
@@ -321,10 +322,9 @@ def _call_student(exercise, student, inputs):
 
 def _refusal(message):
     """The named mistake of a refused call (grader.checks.student_call.CallRefused), or None."""
-    from grader.answers.mistakes import REFUSALS
-
     key = student_call.refusal_key(message)
-    return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
+    hints = student_call.REFUSAL_HINTS
+    return diagnosis.Finding(key, *hints[key]) if key in hints else None
 
 
 def _type_name(obj):
@@ -742,9 +742,7 @@ def _show_png(png):
 
 
 def _exercise_key(exercise):
-    from grader.checks.exercises import EXERCISES
-
-    return next(k for k, ex in EXERCISES.items() if ex is exercise)
+    return exercise.key
 
 
 def _student_name(student, exercise):
@@ -769,9 +767,9 @@ _FIXED_CACHE = {}
 
 
 def _load_fixed(exercise):
-    from grader.answers import fixtures
+    from grader.checks import fixed as cases
 
     key = _exercise_key(exercise)
     if key not in _FIXED_CACHE:
-        _FIXED_CACHE[key] = fixtures.load(key)
+        _FIXED_CACHE[key] = cases.load(key)
     return _FIXED_CACHE[key]

@@ -15,6 +15,7 @@ the bundle, so a call is identified the same way when recorded and when looked u
 import hashlib
 
 TABLE = "stored_outputs.pt"  # in data/ of the bundle
+LISTING = "answers"  # the table's entry that lists the stored functions and mistakes
 
 
 class NotShipped(LookupError):
@@ -110,7 +111,7 @@ def _table():
     if _TABLE is None:
         import torch
 
-        from grader.answers.fixtures import references_dir
+        from grader.checks.fixed import references_dir
 
         path = references_dir().parent / TABLE
         _TABLE = torch.load(path, weights_only=True) if path.exists() else {}
@@ -132,3 +133,16 @@ def function(name):
         return lookup(name, args, kwargs)
     stored.__name__ = stored.__qualname__ = name.rsplit(".", 1)[-1]
     return stored
+
+
+def stored_answers():
+    """The answers as the bundle's checks receive them (grader/checks/registry.py): each
+    function a lookup of its stored outputs, each mistake its name and hint and a lookup."""
+    from grader.checks.registry import Answers, Mistake
+
+    listing = _table().get(LISTING, {"reference": [], "mistakes": {}, "knobs": []})
+    mistakes = {key: tuple(Mistake(k, name, hint, function(stored_name))
+                           for stored_name, k, name, hint in catalogue)
+                for key, catalogue in listing["mistakes"].items()}
+    return Answers(reference={n: function(f"reference.{n}") for n in listing["reference"]},
+                   mistakes=mistakes, knobs={n: function(f"knobs.{n}") for n in listing["knobs"]})

@@ -370,6 +370,23 @@ REFUSALS = (("whole_row", "it read a whole row at once"),
             ("stream_shape", "one output per new token"))
 
 
+# The mistake each refusal names: its name and hint.
+REFUSAL_HINTS = {
+    "whole_row": ("a whole row reduced at once",
+                  "keep a running maximum and a running sum, updated one score at a time."),
+    "fused_kernel": ("a fused attention kernel called",
+                     "write the loops over tiles of queries and keys yourself."),
+    "full_matrix": ("the T x T matrix formed",
+                    "compare one tile of queries with one tile of keys at a time."),
+    "tile_strip": ("a tile of queries against all T keys",
+                   "tile the keys too, and combine the key tiles with a running max and sum."),
+    "too_large": ("an intermediate larger than two tiles",
+                  "keep only one tile of scores and the running statistics at a time."),
+    "stream_shape": ("outputs for the whole cache returned",
+                     "return one output per new token: (B, T_new, C)."),
+}
+
+
 def refusal_key(message):
     """The key of the rule a CallRefused message says was broken, or None."""
     return next((key for key, phrase in REFUSALS if phrase in str(message)), None)
