@@ -10,18 +10,18 @@ the message can name the likely one.
 import contextlib
 import io
 import os
-import random
 import re
 import sys
 import threading
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
 
 from grader.checks import diagnosis, shortcuts, stored, student_call
+from grader.outcome import Outcome, check_label, draw_seed  # noqa: F401 (Outcome: grader.checks.core's API)
 
 # (device type, dtype) -> tolerances for torch.testing.assert_close.
 TOLERANCES = {
@@ -263,7 +263,7 @@ class RemoteStudent:
         self.changed = []
 
 
-GRADING_ERRORS = ("TimeoutError", "MalformedReply")  # RemoteErrors the grading side raises
+GRADING_ERRORS = ("TimeoutError", "MalformedReply", "MemoryLimitExceeded")  # RemoteErrors the grading side raises
 
 
 class RemoteError(Exception):
@@ -306,12 +306,12 @@ def _call_student(exercise, student, inputs):
     except student_call.ParameterMismatch as err:
         raise _ParameterError(str(err), err.fields) from None
     except student_call.CallRefused as err:  # the code broke a rule of the exercise
-        raise CheckError(str(err), finding=_refusal(str(err))) from None
+        raise CheckError(str(err), finding=_refusal(err.key)) from None
     except RemoteError as err:
         if err.type_name == "ParameterMismatch":
             raise _ParameterError(str(err), err.fields) from None
         if err.type_name == "CallRefused":
-            raise CheckError(str(err), finding=_refusal(str(err))) from None
+            raise CheckError(str(err), finding=_refusal(err.fields.get("key"))) from None
         raise _StudentError(err) from None
     except Exception as err:  # the student's code failed; explain, do not crash
         raise _StudentError(err) from None
@@ -320,11 +320,11 @@ def _call_student(exercise, student, inputs):
     return out
 
 
-def _refusal(message):
-    """The named mistake of a refused call (grader.checks.student_call.CallRefused), or None."""
-    key = student_call.refusal_key(message)
-    hints = student_call.REFUSAL_HINTS
-    return diagnosis.Finding(key, *hints[key]) if key in hints else None
+def _refusal(key):
+    """The named mistake of the rule a refused call broke (grader.checks.student_call.CallRefused's
+    key), or None."""
+    refusals = student_call.REFUSALS
+    return diagnosis.Finding(key, *refusals[key]) if key in refusals else None
 
 
 def _type_name(obj):
@@ -491,21 +491,19 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     tol = tolerance(dev, dtype)
 
     if hidden:
-        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        seed = draw_seed() if seed is None else seed
         gen = torch.Generator().manual_seed(seed)
         inputs64 = exercise.draw(gen, spec.case, draw_dims(exercise, gen))
         expected = None
-        where = f" (hidden check, seed {seed})"
     else:
         case = (fixed or _load_fixed(exercise))[spec.case]
         inputs64, expected = case["inputs"], case["expected"]
-        where = ""
 
     inputs = to_device(inputs64, dev, dtype)
     inputs64_dev = to_device(inputs64, dev, torch.float64)
     shape_info = exercise.shape(inputs)
     name = _student_name(student, exercise)
-    label = f"{name}: {spec.description}{where}"
+    label = check_label(name, spec.description, hidden, seed)
     key = _exercise_key(exercise)
     names = re.findall(r"\w+", shape_info[1])
     cache = {}
@@ -616,33 +614,6 @@ def _no_attention(exercise, ctx):
         return None  # the checks that follow say what is wrong
 
 
-@dataclass
-class Outcome:
-    """The result of one check, as data: what the test cell shows and the merge reads."""
-    exercise: str  # the exercise's name (the student's object is expected under it)
-    student: str  # the name of the object that was checked
-    focus: str
-    hidden: bool
-    seed: Optional[int]
-    passed: bool
-    label: str  # "<student>: <what the focus checks>[ (hidden check, seed N)]"
-    message: str = ""  # for the learner when it failed: what is wrong, maybe the likely mistake
-    mistake: Optional[str] = None  # the key of the named mistake (catalogue or analysis)
-    mistake_name: Optional[str] = None  # and its name, as the message gives it
-    notes: tuple = ()  # for a passed check (e.g. a shortcut noted in JupyterLab)
-    picture: Optional[bytes] = field(default=None, repr=False)  # PNG: expected | yours | difference
-
-    def line(self):
-        """What a passing check prints."""
-        return f"\u2713 {self.label}" + "".join(f"\n  {note}" for note in self.notes)
-
-    def to_json(self):
-        data = dict(vars(self))
-        data.pop("picture")
-        data["notes"] = list(self.notes)
-        return data
-
-
 def shortcut_message(label, used):
     """What a graded check says when the student's code uses a function that does the whole
     exercise (found by the in-kernel watch, or in the source by the grading process)."""
@@ -657,13 +628,10 @@ def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, devi
     source_uses: a forbidden function that the grading process found in the student's
     source (grader.grading.scan), where the kernel cannot hide it; the graded check then
     fails as a shortcut without calling the student's code."""
-    if hidden and seed is None:
-        seed = random.SystemRandom().randrange(2**31)
-    spec = exercise.focuses[focus]
-    where = f" (hidden check, seed {seed})" if hidden else ""
-    label = f"{_student_name(student, exercise)}: {spec.description}{where}"
-    make = lambda **kw: Outcome(exercise.name, _student_name(student, exercise), focus, hidden,
-                                seed if hidden else None, label=label, **kw)
+    seed = (draw_seed() if seed is None else seed) if hidden else None
+    name = _student_name(student, exercise)
+    label = check_label(name, exercise.focuses[focus].description, hidden, seed)
+    make = lambda **kw: Outcome(exercise.name, name, focus, hidden, seed, label=label, **kw)
     if source_uses and graded:
         return make(passed=False, message=shortcut_message(label, source_uses), mistake="shortcut")
     try:
