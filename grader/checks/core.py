@@ -543,7 +543,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                              finding_name=err.finding_name) from None
         ctx = Context(exercise, student, inputs, _to_cpu64(out), tol, facts)
         # a values check shows the smallest failing case
-        case = lambda: _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
+        case = lambda: _picture_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
                                       reference(), name) if spec.values else None
         baseline = diagnosis.trivial(key, _cpu(inputs64), ctx.out, ctx.close)
         if baseline:
@@ -662,6 +662,15 @@ def _code_facts(exercise, student, inputs=None):
         with _quiet():
             return student_call.code_facts(student, call)
     except Exception:
+        return None
+
+
+def _picture_case(*args):
+    """_smallest_case, or None where the diagnosis cannot cut or slice this exercise's inputs
+    (one added without its sizes and crops): the check's message then comes alone."""
+    try:
+        return _smallest_case(*args)
+    except Exception:  # the picture is optional; its absence is never an error
         return None
 
 
