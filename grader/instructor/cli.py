@@ -177,7 +177,7 @@ def import_extensions(root, csv_path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grader.instructor", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["release-exchange", "roster", "collect", "feedback",
                                             "release-feedback", "export", "extensions"])
     parser.add_argument("csv", nargs="?", help="roster, extensions: the CSV file")
