@@ -2,14 +2,15 @@
 
 The student bundle (`make student-bundle`, grader/instructor/bundle.py) ships the checks without the
 reference implementations, the catalogued mistakes or the attention that the diagnosis
-computes with its knobs turned. Each of those functions is replaced there by a lookup
-of its output on the inputs the visible checks use, recorded from the real functions
-when the bundle is built: the checks then pass a correct answer and name every
+computes with its knobs turned (grader/answers/). The registry hands its checks a lookup
+for each of those functions instead (stored_answers): its output on the inputs the
+visible checks use, recorded from the real functions when the bundle is built, with the
+mistakes' names and hints listed beside them (LISTING): the checks then pass a correct answer and name every
 catalogued mistake exactly as in the course repository. A call whose inputs were never
 recorded (a hidden check, or an analysis of an unusual answer) raises NotShipped, which
 the checks treat as "nothing more to say".
 
-This module imports only torch and hashlib; it is the same in the repository and in
+This module imports only torch, hashlib and the registry's types; it is the same in the repository and in
 the bundle, so a call is identified the same way when recorded and when looked up.
 """
 import hashlib
