@@ -14,10 +14,10 @@ def db_scores(root, assignment=CLASS_ASSIGNMENT):
     """{student: total score} of one assignment, read from the course gradebook."""
     from nbgrader.api import Gradebook
 
-    from grader.grading import layout as pipeline
+    from grader.grading import layout
 
-    config = pipeline.load_config(root)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    config = layout.load_config(root)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
 
 

@@ -119,6 +119,7 @@ class Exercise:
     # the queries, the scores, the model...): such an answer earns no points in any check
     attends: Optional[Callable] = None
     repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
+    key: str = ""  # its key in EXERCISES (check_<key>); set there
 
 
 @dataclass
@@ -322,9 +323,8 @@ def _call_student(exercise, student, inputs):
 def _refusal(key):
     """The named mistake of the rule a refused call broke (grader.checks.student_call.CallRefused's
     key), or None."""
-    from grader.answers.mistakes import REFUSALS
-
-    return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
+    refusals = student_call.REFUSALS
+    return diagnosis.Finding(key, *refusals[key]) if key in refusals else None
 
 
 def _type_name(obj):
@@ -543,7 +543,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                              finding_name=err.finding_name) from None
         ctx = Context(exercise, student, inputs, _to_cpu64(out), tol, facts)
         # a values check shows the smallest failing case
-        case = lambda: _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
+        case = lambda: _picture_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
                                       reference(), name) if spec.values else None
         baseline = diagnosis.trivial(key, _cpu(inputs64), ctx.out, ctx.close)
         if baseline:
@@ -665,6 +665,15 @@ def _code_facts(exercise, student, inputs=None):
         return None
 
 
+def _picture_case(*args):
+    """_smallest_case, or None where the diagnosis cannot cut or slice this exercise's inputs
+    (one added without its sizes and crops): the check's message then comes alone."""
+    try:
+        return _smallest_case(*args)
+    except Exception:  # the picture is optional; its absence is never an error
+        return None
+
+
 def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, expected, name):
     """The smallest failing case, for the picture: the check's inputs cut to the fewest
     time steps that still fail, and the batch element that differs most."""
@@ -710,9 +719,7 @@ def _show_png(png):
 
 
 def _exercise_key(exercise):
-    from grader.checks.exercises import EXERCISES
-
-    return next(k for k, ex in EXERCISES.items() if ex is exercise)
+    return exercise.key
 
 
 def _student_name(student, exercise):
@@ -737,9 +744,9 @@ _FIXED_CACHE = {}
 
 
 def _load_fixed(exercise):
-    from grader.answers import fixtures
+    from grader.checks import fixed as cases
 
     key = _exercise_key(exercise)
     if key not in _FIXED_CACHE:
-        _FIXED_CACHE[key] = fixtures.load(key)
+        _FIXED_CACHE[key] = cases.load(key)
     return _FIXED_CACHE[key]
