@@ -319,7 +319,7 @@ def _bag_exercise(name):
     return Exercise(
         name=name, call=_call_function("x"), reference=ref.bag_of_words, draw=_draw_bag,
         dims={"B": (3, (2, 5)), "T": (7, (4, 12)), "C": (5, (2, 9))}, distinct=("B", "T", "C"),
-        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        shape=lambda i: (i["x"].shape, ("B", "T", "C")),
         focuses={
             "output": Focus("returns a (B, T, C) tensor like x", invariants=(FOLLOWS_INPUTS,)),
             "first_token": Focus("the first token is its own average",
@@ -345,7 +345,7 @@ EXERCISES = {
     "running_average_weights": Exercise(
         name="running_average_weights", call=_call_function("T"),
         reference=ref.running_average_weights, draw=_draw_weights,
-        dims={"T": (6, (3, 12))}, shape=lambda i: ((i["T"], i["T"]), "(T, T)"),
+        dims={"T": (6, (3, 12))}, shape=lambda i: ((i["T"], i["T"]), ("T", "T")),
         out_dtype=lambda i: torch.float32,
         focuses={
             "output": Focus("returns a (T, T) float32 tensor"),
@@ -359,7 +359,7 @@ EXERCISES = {
         name="masked_softmax", call=_call_function("scores", "mask"),
         reference=ref.masked_softmax, draw=_draw_masked_softmax,
         dims={"B": (3, (2, 5)), "T": (6, (3, 10))}, distinct=("B", "T"),
-        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        shape=lambda i: (i["scores"].shape, ("B", "T", "T")),
         focuses={
             "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
@@ -373,7 +373,7 @@ EXERCISES = {
     "causal_weights": Exercise(
         name="causal_weights", call=_call_function("scores"), reference=ref.causal_weights,
         draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
-        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        shape=lambda i: (i["scores"].shape, ("B", "T", "T")),
         focuses={
             "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
@@ -387,7 +387,7 @@ EXERCISES = {
         dims={"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 9)),
               "block_size": (9, (1, 4))},  # hidden: T + 1..4
         distinct=("B", "T", "C", "head_size", "block_size"),
-        shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), "(B, T, head_size)"),
+        shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), ("B", "T", "head_size")),
         focuses={
             "output": Focus("returns (B, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
@@ -403,7 +403,7 @@ EXERCISES = {
         reference=ref.scaled_dot_product_attention, draw=_draw_sdpa,
         dims={"B": (3, (2, 4)), "T": (7, (4, 11)), "head_size": (5, (3, 9))},
         distinct=("B", "T", "head_size"),
-        shape=lambda i: (i["v"].shape, "(B, T, head_size)"),
+        shape=lambda i: (i["v"].shape, ("B", "T", "head_size")),
         focuses={
             "output": Focus("returns (B, T, head_size)", case="causal", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("with a causal mask, never looks at future keys", case="causal",
@@ -426,7 +426,7 @@ def _mha_exercise(name, batched):
     return Exercise(
         name=name, call=_call_mha(batched), reference=ref.multi_head_attention, draw=_draw_mha,
         module=True, dims=_MHA_DIMS, distinct=("B", "T", "C", "head_size", "n_heads", "block_size"),
-        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        shape=lambda i: (i["x"].shape, ("B", "T", "C")),
         focuses={
             "output": Focus("returns (B, T, C)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
@@ -553,7 +553,7 @@ def _call_generate(inputs):
 
 def _generate_shape(inputs):
     B, T = len(inputs["idx"]), len(inputs["idx"][0])
-    return (B, T + inputs["max_new_tokens"]), "(B, T + max_new_tokens)"
+    return (B, T + inputs["max_new_tokens"]), ("B", "T + max_new_tokens")
 
 
 def _keeps_prompt(ctx):
@@ -641,7 +641,7 @@ EXERCISES["block"] = Exercise(
     dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
           "block_size": (9, (1, 4))},
     distinct=("B", "T", "n_heads", "head_size", "block_size"),
-    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    shape=lambda i: (i["x"].shape, ("B", "T", "C")),
     focuses={
         "output": Focus("returns (B, T, C)"),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, BLOCK_CAUSAL)),
@@ -658,7 +658,7 @@ EXERCISES["gpt"] = Exercise(
     dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
           "vocab_size": (10, (9, 16)), "block_size": (11, (1, 4))},
     distinct=("B", "T", "n_heads", "head_size", "vocab_size", "block_size"),
-    shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), "(B, T, vocab_size)"),
+    shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), ("B", "T", "vocab_size")),
     focuses={
         "output": Focus("returns logits (B, T, vocab_size)", invariants=(FOLLOWS_INPUTS,)),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, GPT_CAUSAL)),
@@ -806,7 +806,7 @@ TILED_BATCH = batch_independent(["q", "k", "v"])
 EXERCISES["online_softmax"] = Exercise(
     name="online_softmax", call=_call_online_softmax, reference=ref.online_softmax,
     draw=_draw_online_softmax, dims={"B": (3, (2, 4)), "T": (5, (3, 7)), "N": (11, (8, 16))},
-    distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, "(B, T, N)"),
+    distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, ("B", "T", "N")),
     focuses={
         "output": Focus("returns probabilities shaped like the scores", case="plain",
                         invariants=(FOLLOWS_INPUTS,)),
@@ -824,7 +824,7 @@ EXERCISES["tiled_attention"] = Exercise(
     dims={"B": (2, (2, 3)), "n_heads": (3, (2, 4)), "T": (41, (30, 50)), "head_size": (4, (3, 5)),
           "tile_size": (9, (7, 13))},
     distinct=("B", "n_heads", "T", "head_size", "tile_size"),
-    shape=lambda i: (i["q"].shape, "(B, n_heads, T, head_size)"),
+    shape=lambda i: (i["q"].shape, ("B", "n_heads", "T", "head_size")),
     focuses={
         "output": Focus("returns (B, n_heads, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
         "causal": Focus("never looks at future keys, nor visits their tiles",
@@ -841,7 +841,7 @@ EXERCISES["cached_attention"] = Exercise(
     dims={"B": (2, (2, 3)), "C": (12, (10, 16)), "n_heads": (3, (2, 4)), "head_size": (5, (3, 6)),
           "context": (9, (5, 9)), "prompt": (7, (2, 7))},
     distinct=("B", "C", "n_heads", "head_size", "context", "prompt"),
-    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    shape=lambda i: (i["x"].shape, ("B", "T", "C")),
     focuses={
         "output": Focus("returns (B, T_new, C) for every chunk of new tokens", invariants=(FOLLOWS_INPUTS,)),
         "short": Focus("matches attention without a cache, within block_size tokens", case="short",
