@@ -73,9 +73,14 @@ class CheckResult:
     notes: tuple = ()
 
 
-def resolve_device(device=None):
+def device_name(device=None):
     """The device a check runs on: the argument, else $GRADER_DEVICE, else the CPU."""
-    name = device or os.environ.get(DEVICE_ENV) or "cpu"
+    return device or os.environ.get(DEVICE_ENV) or "cpu"
+
+
+def resolve_device(device=None):
+    """device_name's device, which torch must have."""
+    name = device_name(device)
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"{DEVICE_ENV}/device asks for {name}, but torch sees no CUDA device")
