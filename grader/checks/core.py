@@ -73,9 +73,14 @@ class CheckResult:
     notes: tuple = ()
 
 
-def resolve_device(device=None):
+def device_name(device=None):
     """The device a check runs on: the argument, else $GRADER_DEVICE, else the CPU."""
-    name = device or os.environ.get(DEVICE_ENV) or "cpu"
+    return device or os.environ.get(DEVICE_ENV) or "cpu"
+
+
+def resolve_device(device=None):
+    """device_name's device, which torch must have."""
+    name = device_name(device)
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"{DEVICE_ENV}/device asks for {name}, but torch sees no CUDA device")
@@ -109,7 +114,7 @@ class Exercise:
     reference: Callable  # reference(*inputs.values()) in float64
     draw: Callable  # draw(gen, case, dims) -> inputs (float64, CPU)
     dims: dict  # name -> (fixed value, (low, high) for hidden checks)
-    shape: Callable  # shape(inputs) -> (expected shape, its names)
+    shape: Callable  # shape(inputs) -> (expected shape, the name of each dimension: ("B", "T", "C"))
     focuses: dict
     mistakes: tuple = ()
     module: bool = False
@@ -332,9 +337,14 @@ def _type_name(obj):
         if type(obj).__module__ not in ("builtins",) else type(obj).__name__
 
 
+def shape_text(names):
+    """"(B, T, C)": a shape's dimensions by name."""
+    return "(" + ", ".join(names) + ")"
+
+
 def _check_tensor(exercise, out, inputs, shape_info):
     """Returned type, shape, dtype/device and finiteness: raise CheckError on the first problem."""
-    shape, names = shape_info
+    shape, names = shape_info[0], shape_text(shape_info[1])
     want = f"a tensor of shape {tuple(shape)} = {names}"
     if out is None:
         raise CheckError(f"returned None; expected {want}.\n  Did you forget the `return`?")
@@ -505,7 +515,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     name = _student_name(student, exercise)
     label = check_label(name, spec.description, hidden, seed)
     key = _exercise_key(exercise)
-    names = re.findall(r"\w+", shape_info[1])
+    names = list(shape_info[1])
     cache = {}
 
     def facts(instance=True):  # what an instance holds is looked at only when something failed

@@ -318,7 +318,7 @@ def _bag_exercise(name):
     return Exercise(
         name=name, call=_call_function("x"), reference=registry.reference("bag_of_words"), draw=_draw_bag,
         dims={"B": (3, (2, 5)), "T": (7, (4, 12)), "C": (5, (2, 9))}, distinct=("B", "T", "C"),
-        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        shape=lambda i: (i["x"].shape, ("B", "T", "C")),
         focuses={
             "output": Focus("returns a (B, T, C) tensor like x", invariants=(FOLLOWS_INPUTS,)),
             "first_token": Focus("the first token is its own average",
@@ -343,7 +343,7 @@ EXERCISES = {
     "running_average_weights": Exercise(
         name="running_average_weights", call=_call_function("T"),
         reference=registry.reference("running_average_weights"), draw=_draw_weights,
-        dims={"T": (6, (3, 12))}, shape=lambda i: ((i["T"], i["T"]), "(T, T)"),
+        dims={"T": (6, (3, 12))}, shape=lambda i: ((i["T"], i["T"]), ("T", "T")),
         out_dtype=lambda i: torch.float32,
         focuses={
             "output": Focus("returns a (T, T) float32 tensor"),
@@ -356,7 +356,7 @@ EXERCISES = {
         name="masked_softmax", call=_call_function("scores", "mask"),
         reference=registry.reference("masked_softmax"), draw=_draw_masked_softmax,
         dims={"B": (3, (2, 5)), "T": (6, (3, 10))}, distinct=("B", "T"),
-        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        shape=lambda i: (i["scores"].shape, ("B", "T", "T")),
         focuses={
             "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
@@ -370,7 +370,7 @@ EXERCISES = {
     "causal_weights": Exercise(
         name="causal_weights", call=_call_function("scores"), reference=registry.reference("causal_weights"),
         draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
-        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        shape=lambda i: (i["scores"].shape, ("B", "T", "T")),
         focuses={
             "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
@@ -384,7 +384,7 @@ EXERCISES = {
         dims={"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 9)),
               "block_size": (9, (1, 4))},  # hidden: T + 1..4
         distinct=("B", "T", "C", "head_size", "block_size"),
-        shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), "(B, T, head_size)"),
+        shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), ("B", "T", "head_size")),
         focuses={
             "output": Focus("returns (B, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
@@ -400,7 +400,7 @@ EXERCISES = {
         reference=registry.reference("scaled_dot_product_attention"), draw=_draw_sdpa,
         dims={"B": (3, (2, 4)), "T": (7, (4, 11)), "head_size": (5, (3, 9))},
         distinct=("B", "T", "head_size"),
-        shape=lambda i: (i["v"].shape, "(B, T, head_size)"),
+        shape=lambda i: (i["v"].shape, ("B", "T", "head_size")),
         focuses={
             "output": Focus("returns (B, T, head_size)", case="causal", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("with a causal mask, never looks at future keys", case="causal",
@@ -423,7 +423,7 @@ def _mha_exercise(name, batched):
     return Exercise(
         name=name, call=_call_mha(batched), reference=registry.reference("multi_head_attention"), draw=_draw_mha,
         module=True, dims=_MHA_DIMS, distinct=("B", "T", "C", "head_size", "n_heads", "block_size"),
-        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        shape=lambda i: (i["x"].shape, ("B", "T", "C")),
         focuses={
             "output": Focus("returns (B, T, C)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
@@ -549,7 +549,7 @@ def _call_generate(inputs):
 
 def _generate_shape(inputs):
     B, T = len(inputs["idx"]), len(inputs["idx"][0])
-    return (B, T + inputs["max_new_tokens"]), "(B, T + max_new_tokens)"
+    return (B, T + inputs["max_new_tokens"]), ("B", "T + max_new_tokens")
 
 
 def _keeps_prompt(ctx):
@@ -637,7 +637,7 @@ EXERCISES["block"] = Exercise(
     dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
           "block_size": (9, (1, 4))},
     distinct=("B", "T", "n_heads", "head_size", "block_size"),
-    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    shape=lambda i: (i["x"].shape, ("B", "T", "C")),
     focuses={
         "output": Focus("returns (B, T, C)"),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, BLOCK_CAUSAL)),
@@ -654,7 +654,7 @@ EXERCISES["gpt"] = Exercise(
     dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
           "vocab_size": (10, (9, 16)), "block_size": (11, (1, 4))},
     distinct=("B", "T", "n_heads", "head_size", "vocab_size", "block_size"),
-    shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), "(B, T, vocab_size)"),
+    shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), ("B", "T", "vocab_size")),
     focuses={
         "output": Focus("returns logits (B, T, vocab_size)", invariants=(FOLLOWS_INPUTS,)),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, GPT_CAUSAL)),
@@ -802,7 +802,7 @@ TILED_BATCH = batch_independent(["q", "k", "v"])
 EXERCISES["online_softmax"] = Exercise(
     name="online_softmax", call=_call_online_softmax, reference=registry.reference("online_softmax"),
     draw=_draw_online_softmax, dims={"B": (3, (2, 4)), "T": (5, (3, 7)), "N": (11, (8, 16))},
-    distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, "(B, T, N)"),
+    distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, ("B", "T", "N")),
     focuses={
         "output": Focus("returns probabilities shaped like the scores", case="plain",
                         invariants=(FOLLOWS_INPUTS,)),
@@ -820,7 +820,7 @@ EXERCISES["tiled_attention"] = Exercise(
     dims={"B": (2, (2, 3)), "n_heads": (3, (2, 4)), "T": (41, (30, 50)), "head_size": (4, (3, 5)),
           "tile_size": (9, (7, 13))},
     distinct=("B", "n_heads", "T", "head_size", "tile_size"),
-    shape=lambda i: (i["q"].shape, "(B, n_heads, T, head_size)"),
+    shape=lambda i: (i["q"].shape, ("B", "n_heads", "T", "head_size")),
     focuses={
         "output": Focus("returns (B, n_heads, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
         "causal": Focus("never looks at future keys, nor visits their tiles",
@@ -837,7 +837,7 @@ EXERCISES["cached_attention"] = Exercise(
     dims={"B": (2, (2, 3)), "C": (12, (10, 16)), "n_heads": (3, (2, 4)), "head_size": (5, (3, 6)),
           "context": (9, (5, 9)), "prompt": (7, (2, 7))},
     distinct=("B", "C", "n_heads", "head_size", "context", "prompt"),
-    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    shape=lambda i: (i["x"].shape, ("B", "T", "C")),
     focuses={
         "output": Focus("returns (B, T_new, C) for every chunk of new tokens", invariants=(FOLLOWS_INPUTS,)),
         "short": Focus("matches attention without a cache, within block_size tokens", case="short",
