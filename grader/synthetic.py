@@ -441,3 +441,28 @@ def make_honest(root, student, variant, assignment="05_scaled_attention", nbform
                 cell.pop("id", None)
     nbformat.write(nb, folder / f"{assignment}.ipynb")
     return folder
+
+
+# --- classmates that attack the machine (notebook 05): a correct submission with one more
+# cell after its first code cell; graded only where each sandbox has a cgroup of its own --
+
+RESOURCE_HOGS = {
+    "spinners": "import subprocess\n"
+                "spinners = [subprocess.Popen(['/bin/sh', '-c', 'while :; do :; done']) for _ in range(120)]",
+    "memory_spread": "import subprocess, sys\n"
+                     "code = \"x = bytearray(300 * 2**20); x[::4096] = b'1' * len(x[::4096]); "
+                     "import time; time.sleep(600)\"\n"
+                     "hogs = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(8)]",
+    "fork_bomb": "import os\nwhile True:\n    os.fork()",
+}
+
+
+def make_hog(root, student, hog, assignment="05_scaled_attention"):
+    """A correct submission with RESOURCE_HOGS[hog] in a cell of its own after the first code cell."""
+    folder = make_submission(root, student, assignment, "correct")
+    path = folder / f"{assignment}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first + 1, nbformat.v4.new_code_cell(RESOURCE_HOGS[hog]))
+    nbformat.write(nb, path)
+    return folder
