@@ -125,7 +125,7 @@ def main(argv=None):
           f"(the worker process's own CPU: median {statistics.median(counted_cpu):.2f} s)")
     print(f"first submission (starts the warm template, not counted): {seconds[0]:.2f} s")
     print(f"one more, profiled ({profiled:.2f} s with the profiler's overhead):")
-    for label, value in {**phases(profile), **TIMED}.items():
+    for label, value in {**phases(profile), **{k: TIMED.get(k, 0.0) for k in ASYNC_PHASES}}.items():
         print(f"  {label:62s} {value:6.2f} s")
 
 
