@@ -15,7 +15,7 @@ copy of it each way, in this order:
              course's nbgrader_config.py makes it grade the way make autograde does
   local1     `python -m grader.grading.autograde --jobs 1`: the embedded LocalCluster
   local2     the same with --jobs 2
-  hostile2   local2 on the same class with hostile classmates beside it (grader.synthetic's
+  hostile2   local2 on the same class with hostile classmates beside it (tests/support/synthetic.py's
              RESOURCE_HOGS: 120 CPU-bound processes, memory spread over processes, a fork
              bomb; they need a cgroup per sandbox): the class's own submissions' worker
              time is compared with local2's
@@ -43,8 +43,10 @@ import time
 import warnings
 from pathlib import Path
 
-from grader import synthetic
 from grader.grading import layout
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support import synthetic  # noqa: E402 (tests/support: the test classes)
 
 MIX = ["correct"] * 5 + ["stub"] * 2 + ["exception"] * 2 + ["softmax_wrong_dim"]
 RUNS = ("stock", "plain", "local1", "local2", "hostile2", "external2")
@@ -179,7 +181,7 @@ def main(argv=None):
           f"{n} notebooks (one per submission)", flush=True)
 
     from grader.grading.autograde import WORKER_MEMORY
-    from grader.grading.processes import ProcessCluster
+    from support.processes import ProcessCluster
     from grader.grading.status import Status
 
     autograde = [sys.executable, "-m", "grader.grading.autograde", "--force"]

@@ -1,6 +1,6 @@
 """Honest answers that differ from the solution only in how the function is written
 (einsum, torch.where, a hand-written softmax, float64 inside) pass every check that
-grading 05 runs, visible and hidden (fresh seeds), through grader.core as the grading
+grading 05 runs, visible and hidden (fresh seeds), through grader.checks.core as the grading
 process runs them: what a check accepts needs no sandboxed grading of its own. Answers
 that change the notebook itself (cells added, moved, duplicated, magics, line endings)
 are graded whole in the synthetic class (tests/test_trust.py)."""
@@ -9,11 +9,11 @@ import random
 import nbformat
 import pytest
 
-from grader import synthetic
-from grader.core import evaluate
-from grader.exercises import EXERCISES
+from grader.checks.core import evaluate
+from grader.checks.exercises import EXERCISES
 from grader.grading import plan
 from grader.grading.layout import ROOT
+from support import synthetic
 
 A = "05_scaled_attention"
 

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, CLASS_CALL_TIMEOUT, db_scores
-from grader import synthetic
+from support import synthetic
 from grader.grading import layout
 from grader.grading.autograde import Grading
 from grader.grading.status import Status

@@ -19,8 +19,11 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   grader.grading.channel on inputs chosen here (visible checks: the fixed inputs; hidden
   checks: fresh sizes and seeds). Each check's outcome becomes the cell's output: one
   tick line per passing check, or the message of the first failing one as an error (so
-  nbgrader's SaveAutoGrades scores it 0), and the typed outcomes are written beside the
-  autograded notebook as <notebook>.grading.json;
+  nbgrader's SaveAutoGrades scores it 0). For `make autograde` (`write_checks`), the typed
+  outcomes, the flags and whether the budget ran out (grader.grading.results.NotebookChecks)
+  leave nbgrader's run as <notebook>.grading.json beside the autograded notebook, which
+  grader.grading.submission reads and takes out again: the merge records them in
+  autograded/.status.json;
 - the given code cells after the notebook's last solution or test cell (demonstrations:
   plots, a model trained to look at) are not run unless `run_after_last_graded` is set:
   nothing there can change a grade, and in 04–06 they are a third of a notebook's time.
@@ -29,7 +32,6 @@ import asyncio
 import base64
 import json
 import os
-import random
 import signal
 import time
 from pathlib import Path
@@ -38,13 +40,15 @@ import nbformat
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode, default
 
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
-from grader import shortcuts
+from grader.checks import shortcuts
 from grader.grading import bounds, plan, scan, tamper
+from grader.grading.results import NotebookChecks
+from grader.outcome import Outcome, check_label, draw_seed
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 TIMEOUT_ERROR = "CellTimeoutError"
@@ -56,8 +60,8 @@ CELL_CPU_ERROR = TIMEOUT_ERROR
 IDLE_SHARE = 0.02
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
-OUTCOMES_SUFFIX = ".grading.json"
-FLAGS_KEY = "grading_flags"  # resources: [Flag as dict] for grader.grading.flags.SaveFlags
+OUTCOMES_SUFFIX = ".grading.json"  # NotebookChecks, from nbgrader's run to the worker
+FLAGS_KEY = "grading_flags"  # resources: [Flag] for grader.grading.flags.SaveFlags
 
 
 def outcomes_path(autograded_dir, notebook):
@@ -75,7 +79,7 @@ class GradingExecute(Execute):
     call_timeout = Integer(
         20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
     device = Unicode(
-        "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+        help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
     max_output_bytes = Integer(
         bounds.OutputBounds.output, help="Bytes of one output a graded notebook keeps (the rest "
                                          "is replaced by a note).").tag(config=True)
@@ -97,9 +101,20 @@ class GradingExecute(Execute):
         4, help="Where budgets count CPU time: the wall-clock ceiling of a cell and of the "
                 "notebook, as a multiple of their CPU limits (only a stalled machine reaches "
                 "it; the submission is then graded again later).").tag(config=True)
+    write_checks = Bool(
+        False, help="Write the checks' typed outcomes beside the autograded notebook as "
+                    "<notebook>.grading.json (make autograde's worker reads it and takes it "
+                    "out again).").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
+
+    @default("device")
+    def _default_device(self):
+        """The device, decided here once for the whole notebook: $GRADER_DEVICE, else cpu."""
+        from grader.checks.core import DEVICE_ENV
+
+        return os.environ.get(DEVICE_ENV) or "cpu"
 
     # --- the notebook ---------------------------------------------------------------
 
@@ -107,7 +122,8 @@ class GradingExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_budget
         self._cpu_start = None  # the sandbox's CPU seconds when its first cell ran
         self._calling = False
-        self._plans, self._outcomes, self._channel = None, {}, None
+        self._plans, self._channel = None, None
+        self._checks = NotebookChecks()
         self._stopped = None  # why the kernel was stopped (a cell that ignored its interrupt)
         self._stop_error = TIMEOUT_ERROR  # or MEMORY_ERROR
         self._bounds = bounds.OutputBounds(self.max_output_bytes, self.max_cell_output_bytes,
@@ -120,16 +136,15 @@ class GradingExecute(Execute):
         # what the kernel cannot hide: tampering found before the cells were restored, and
         # the student's source read here (grader.grading.tamper, grader.grading.scan)
         self._source = scan.scan(nb, course)
-        self._flags = tamper.taken(nb) + self._source.flags
+        self._checks.flags = tamper.taken(nb) + self._source.flags
         self._folder = str(Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve())
         self._last_graded = max((i for i, c in enumerate(nb.cells)
                                  if utils.is_grade(c) or utils.is_solution(c) or utils.is_task(c)), default=None)
         nb, resources = super().preprocess(nb, resources, km)
-        flags = [vars(f) for f in self._flags]
-        resources[FLAGS_KEY] = flags
-        if self._plans is not None:
+        resources[FLAGS_KEY] = self._checks.flags
+        if self.write_checks and info.get("notebook"):
             resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \
-                json.dumps({"cells": self._outcomes, "flags": flags}, indent=1).encode()
+                json.dumps(self._checks.to_json(), indent=1).encode()
         return nb, resources
 
     def _load_source(self, assignment, notebook):
@@ -268,11 +283,13 @@ class GradingExecute(Execute):
                        f"({self.notebook_budget * self.wall_factor} s) before its CPU budget; "
                        "it is graded again on the next run")
             cell.outputs = [error_output(WALL_CEILING_ERROR, f"{WALL_CEILING_ERROR}: {message}")]
+            self._checks.stalled = True
             return cell, resources
         if cell.cell_type == "code" and self._remaining() <= 0:
             message = (f"the notebook used up its time budget of {self.notebook_budget} s; "
                        "this cell was not run")
             cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
+            self._checks.budget_exceeded = True
             return cell, resources
         if self._plans is not None and plan.is_test_cell(cell):
             self._grade_test_cell(cell, index)
@@ -352,7 +369,7 @@ class GradingExecute(Execute):
 
     def _run_code(self, code, index):
         """Run code in the kernel as a throwaway cell; None, or a RemoteError."""
-        from grader.core import RemoteError
+        from grader.checks.core import RemoteError
 
         if self._stopped:
             return RemoteError(self._stop_error, self._stopped)
@@ -375,8 +392,8 @@ class GradingExecute(Execute):
         return None
 
     def _grade_test_cell(self, cell, index):
-        from grader.core import evaluate
-        from grader.exercises import EXERCISES
+        from grader.checks.core import evaluate
+        from grader.checks.exercises import EXERCISES
         from grader.grading.channel import KernelChannel
 
         grade_id = cell.metadata["nbgrader"]["grade_id"]
@@ -384,29 +401,28 @@ class GradingExecute(Execute):
         if checks is None:
             cell.outputs = [error_output(CHECK_ERROR, f"test cell {grade_id} is not part of this "
                                                       "assignment's source")]
-            self._outcomes[grade_id] = []
+            self._checks.outcomes[grade_id] = []
             return
-        device = self.device or os.environ.get("GRADER_DEVICE") or "cpu"
+        device = self.device
         if self._channel is None:  # one per kernel: its code is sent to the kernel once
             pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
             self._channel = KernelChannel(lambda code: self._run_code(code, self._test_index),
                                           self._folder, device,
                                           host_root=f"/proc/{pid}/root" if pid else "")
         self._test_index, channel = index, self._channel
-        rng = random.SystemRandom()
         forbidden = shortcuts.forbidden(self.config)
         outputs, outcomes = [], []
         for check in checks:
-            seed = check.seed if check.seed is not None else rng.randrange(2**31)
+            # a hidden check's seed is decided here, once: the plan's, else a fresh one
+            seed = (draw_seed() if check.seed is None else check.seed) if check.hidden else None
             if self._stopped:
                 outcome = _timed_out(EXERCISES[check.exercise], check, seed, self._stopped)
             else:
                 used = self._source.uses(forbidden.get(check.exercise, ()), check.student)
                 outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student),
-                                   check.focus, hidden=check.hidden,
-                                   seed=seed if check.hidden else None,
+                                   check.focus, hidden=check.hidden, seed=seed,
                                    device=device, graded=True, config=self.config, source_uses=used)
-            outcomes.append(outcome.to_json())
+            outcomes.append(outcome)
             if outcome.passed:
                 outputs.append(nbformat.v4.new_output("stream", name="stdout", text=outcome.line() + "\n"))
             else:
@@ -418,15 +434,11 @@ class GradingExecute(Execute):
                 break
         cell.outputs = outputs
         cell.execution_count = None
-        self._outcomes[grade_id] = outcomes
+        self._checks.outcomes[grade_id] = outcomes
 
 
 def _timed_out(exercise, check, seed, reason):
     """The failed outcome of a check that was not run: the kernel had been stopped."""
-    from grader.core import Outcome
-
-    where = f" (hidden check, seed {seed})" if check.hidden else ""
-    label = f"{check.student}: {exercise.focuses[check.focus].description}{where}"
-    return Outcome(exercise.name, check.student, check.focus, check.hidden,
-                   seed if check.hidden else None, passed=False, label=label,
-                   message=f"{label}\n  not checked: {reason}")
+    label = check_label(check.student, exercise.focuses[check.focus].description, check.hidden, seed)
+    return Outcome(exercise.name, check.student, check.focus, check.hidden, seed, passed=False,
+                   label=label, message=f"{label}\n  not checked: {reason}")

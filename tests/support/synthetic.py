@@ -411,7 +411,7 @@ HONEST_VARIANTS = {
 
 
 # Answers that differ only in how the function is written: they exercise what a check
-# accepts, not the notebook's grading, and are checked through grader.core directly
+# accepts, not the notebook's grading, and are checked through grader.checks.core directly
 # (tests/test_honest_answers.py) rather than graded one sandbox each.
 HONEST_ANSWERS = {
     "einsum": _solution(
