@@ -270,6 +270,18 @@ def module_finding(facts):
     return None
 
 
+def mask_buffer_note(key, inputs, facts):
+    """A note for a causal Head that passes without the registered mask buffer the text
+    asks for (a mask built in forward on every call), or None. facts() is the instance's."""
+    if key != "head" or not inputs.get("causal"):
+        return None
+    mod = (facts() or {}).get("module")
+    if not mod or any(name.split(".")[-1] == "mask" for name, _ in mod.get("buffers", ())):
+        return None
+    return ("note: Head has no mask buffer; the text asks for one, registered once in __init__ "
+            "(self.register_buffer(\"mask\", ...)), instead of a mask built in forward on every call.")
+
+
 # --- input mutation ----------------------------------------------------------------------
 
 IN_PLACE = re.compile(r"^(?!__)\w+_$")
