@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from grader import check_bag_of_words_loop
-from grader.core import CheckError
+from grader.checks.core import CheckError
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_tril_matmul" / "02_tril_matmul.ipynb"
 
