@@ -22,7 +22,7 @@ MASK_AFTER_SOFTMAX = "mask applied after the softmax"
 MASK_AFTER_SOFTMAX_HINT = ("fill the scores with -inf before the softmax; zeroing probabilities "
                            "afterwards leaves rows that no longer sum to 1.")
 MASK_FROM_VALUES = "mask built from the score values"
-MASK_FROM_VALUES_HINT = ("build the mask from positions, torch.ones(T, T, dtype=torch.bool).triu(1), "
+MASK_FROM_VALUES_HINT = ("build the mask from positions (True above the diagonal of a T x T matrix), "
                          "not from the scores: tril(scores) == 0 also hides every score that "
                          "happens to be 0.")
 CAUSAL_INVERTED = "mask polarity inverted (the past hidden, the future visible)"
@@ -120,7 +120,7 @@ RUNNING_AVERAGE_WEIGHTS = (
             "use torch.tril, not torch.triu: row t must weight the past, not the future.",
             _weights_upper),
     Mistake("not_normalised", "tril of ones, not normalised",
-            "torch.tril(torch.ones(T, T)) gives running sums; divide each row by its sum.",
+            "a lower triangle of ones gives running sums; divide each row by its own sum.",
             lambda T: torch.tril(torch.ones(T, T, dtype=torch.float64))),
     Mistake("uniform", "uniform weights 1/T everywhere",
             "the weights must be lower-triangular: zero for the future.",
@@ -157,7 +157,7 @@ MASKED_SOFTMAX = (
             lambda scores, mask: _softmax(scores, mask, mask_mode="none")),
     Mistake("nan_fully_masked", "fully masked row left as NaN",
             "with -inf everywhere a row's softmax is 0/0 = NaN; set such rows to 0 "
-            "(e.g. .nan_to_num(0.0) or masked_fill on rows where mask.all(-1)).",
+            "(replace the NaNs, or fill the rows where mask.all(-1)).",
             lambda scores, mask: _softmax(scores, mask, zero_empty=False)),
     Mistake("finite_fill", "finite fill value (like -1e9) instead of -inf",
             "a finite fill turns a fully masked row into a uniform one; use float('-inf') "
@@ -218,10 +218,11 @@ HEAD = (
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
             lambda *a: _head(*a, dim=0)),
     Mistake("aggregates_x", "weights applied to x instead of v",
-            "aggregate the values: out = wei @ v, where v = self.value(x).",
+            "the weights mix the values, self.value(x), not x itself.",
             lambda *a: _head(*a, values="x")),
     Mistake("queries_keys_swapped", "queries and keys swapped",
-            "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key.",
+            "the scores are the queries times the keys (transposed), not the other way round: "
+            "row t holds what query t finds in every key.",
             lambda *a: _head(*a, swap=True)),
     Mistake("mask_from_values", MASK_FROM_VALUES, MASK_FROM_VALUES_HINT,
             lambda *a: _head(*a, mask="values")),
@@ -310,7 +311,7 @@ def _mha(x, w_query, w_key, w_value, w_proj, b_proj, causal=True, block_size=Non
 
 MULTI_HEAD_ATTENTION = (
     Mistake("heads_without_transpose", "heads split with view but no transpose",
-            "q.view(B, T, n_heads, head_size).transpose(1, 2): view(B, n_heads, T, head_size) "
+            "view as (B, T, n_heads, head_size), then swap T and n_heads: view(B, n_heads, T, head_size) "
             "alone mixes time steps and heads.",
             lambda *a: _mha(*a, layout="no_transpose")),
     Mistake("one_wide_head", "one wide head instead of n_heads small ones",
@@ -368,14 +369,14 @@ def _block(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_
 
 BLOCK = (
     Mistake("post_norm", "post-norm instead of pre-norm",
-            "normalise the input of each branch, not the sum: x = x + self.attn(self.ln1(x)), "
-            "then x = x + self.mlp(self.ln2(x)).", lambda *a: _block(*a, layout="post_norm")),
+            "normalise the input of each branch, not the sum: the branch reads a normalised copy "
+            "and its result is added to x itself, which stays unnormalised.", lambda *a: _block(*a, layout="post_norm")),
     Mistake("residual_after_norm", "residual added after the norm",
             "add the branch to the block's own x, not to ln1(x): keep x unnormalised on the "
-            "residual path (x = x + self.attn(self.ln1(x))).",
+            "residual path; only what goes into the branch is normalised.",
             lambda *a: _block(*a, layout="residual_after_norm")),
     Mistake("no_residual", "no residual connections",
-            "each branch is added to its input: x = x + self.attn(...), x = x + self.mlp(...).",
+            "each branch's result is added to the x it read (a residual connection); it does not replace x.",
             lambda *a: _block(*a, layout="no_residual")),
     Mistake("norms_swapped", "ln1 and ln2 swapped",
             "ln1 goes before the attention and ln2 before the MLP.",
@@ -383,7 +384,7 @@ BLOCK = (
     Mistake("no_norm", "LayerNorms left out", "normalise the input of each branch with ln1 and ln2.",
             lambda *a: _block(*a, layout="no_norm")),
     Mistake("norm_after_branch", "the norm applied to the branch's output",
-            "pre-norm normalises what goes into the branch: self.attn(self.ln1(x)), not self.ln1(self.attn(x)).",
+            "pre-norm normalises what goes into each branch, not what comes out of it.",
             lambda *a: _block(*a, layout="norm_after_branch")),
     Mistake("parallel_branches", "the MLP reads the block's input instead of the attention's output",
             "update x with the attention branch first, then feed that x to ln2 and the MLP.",
@@ -419,11 +420,11 @@ GPT = (
             "attention itself cannot tell positions apart.",
             lambda *a: _gpt(*a, layout="positions_after_blocks")),
     Mistake("no_positions", "no position embeddings",
-            "x = token_embedding(idx) + position_embedding(torch.arange(T, device=idx.device)).",
+            "add the embeddings of positions 0..T-1 to the token embeddings, before the blocks.",
             lambda *a: _gpt(*a, layout="no_positions")),
     Mistake("positions_from_ids", "position table indexed by the token ids",
-            "the positions are 0..T-1: self.position_embedding(torch.arange(T, device=idx.device)), "
-            "not self.position_embedding(idx).", lambda *a: _gpt(*a, layout="positions_from_ids")),
+            "look the position table up with the positions 0..T-1 (on idx's device), not with "
+            "the token ids.", lambda *a: _gpt(*a, layout="positions_from_ids")),
     Mistake("positions_not_sliced", "the whole position table added, not its first T rows",
             "a sequence may be shorter than block_size: use positions 0..T-1 only.",
             lambda *a: _gpt(*a, layout="positions_not_sliced")),
@@ -467,33 +468,35 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
 
 GENERATE = (
     Mistake("context_not_cropped", "the context not cropped to block_size",
-            "the model has positions for block_size tokens only: feed it idx[:, -block_size:].",
+            "the model has positions for block_size tokens only: give it the last block_size tokens.",
             lambda *a: _generate(*a, crop="none")),
     Mistake("cropped_to_the_models_size", "the context cropped to the model's own block_size",
-            "crop to the block_size argument generate is given (idx[:, -block_size:]), not to an "
-            "attribute of the model: the caller decides how much context to use.",
+            "crop to the block_size argument generate is given, not to an attribute of the "
+            "model: the caller decides how much context to use.",
             lambda *a: _generate(*a, crop="model")),
     Mistake("cropped_from_the_start", "the context cropped to its first block_size tokens",
-            "keep the most recent tokens: idx[:, -block_size:], not idx[:, :block_size].",
+            "keep the most recent block_size tokens, the end of idx, not its first ones.",
             lambda *a: _generate(*a, crop="start")),
     Mistake("last_token_only", "only the last token given to the model",
-            "give the model the whole (cropped) context, idx[:, -block_size:]; it predicts from all of it.",
+            "give the model the whole cropped context, up to block_size tokens; it predicts from all of it.",
             lambda *a: _generate(*a, crop="last")),
     Mistake("first_position", "the logits of the first position used",
-            "the next token is predicted at the last position: logits[:, -1, :].",
+            "the next token is predicted at the last position: keep the logits of the last position, not the first.",
             lambda *a: _generate(*a, position=0)),
     Mistake("sampled_from_logits", "sampling from the logits instead of the probabilities",
-            "torch.multinomial needs non-negative weights: probs = F.softmax(logits / temperature, dim=-1).",
+            "torch.multinomial needs non-negative weights: turn the tempered logits into "
+            "probabilities with a softmax first.",
             lambda *a: _generate(*a, probs="logits")),
     Mistake("temperature_after_softmax", "temperature applied after the softmax (or not at all)",
-            "divide the logits, before the softmax: F.softmax(logits / temperature, dim=-1). "
-            "Dividing the probabilities changes nothing, since torch.multinomial renormalises them.",
+            "divide the logits by the temperature before the softmax. Dividing the "
+            "probabilities changes nothing, since torch.multinomial renormalises them.",
             lambda *a: _generate(*a, probs="after")),
     Mistake("temperature_multiplied", "logits multiplied by the temperature",
             "divide by the temperature: a high temperature must flatten the distribution.",
             lambda *a: _generate(*a, probs="multiplied")),
     Mistake("greedy", "the most likely token taken instead of a sample",
-            "sample: torch.multinomial(probs, num_samples=1, generator=generator).",
+            "draw one id per sequence from the probabilities with torch.multinomial, passing "
+            "the generator on, instead of taking the most likely one.",
             lambda *a: _generate(*a, pick="argmax")),
     Mistake("softmax_wrong_dim", "softmax over the batch instead of the vocabulary",
             "the logits of the last position are (B, vocab_size): softmax over dim=-1.",
@@ -677,17 +680,17 @@ CACHED_ATTENTION = (
             "append the new keys and values first, then attend: the new token must see itself.",
             lambda *a: _cache(*a, append="after")),
     Mistake("cache_not_cropped", "the cache not cropped to block_size",
-            "after appending, keep the last block_size entries: self.k_cache[:, :, -block_size:].",
+            "after appending, keep only the last block_size entries, the most recent ones.",
             lambda *a: _cache(*a, crop="none")),
     Mistake("cropped_before_append", "the cache cropped before appending (one entry too many)",
             "crop after appending, so that at most block_size keys are attended to.",
             lambda *a: _cache(*a, crop="before")),
     Mistake("kept_oldest", "the cache cropped to its oldest entries",
-            "keep the most recent block_size entries ([:, :, -block_size:]), not the first ones.",
+            "keep the most recent block_size entries, the end of the cache, not the first ones.",
             lambda *a: _cache(*a, keep="first")),
     Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
             "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
-            "T, torch.cat([self.k_cache, k], dim=2).", lambda *a: _cache(*a, cat_dim=1)),
+            "T, dim 2.", lambda *a: _cache(*a, cat_dim=1)),
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply the scores by head_size ** -0.5, as without a cache.",
             lambda *a: _cache(*a, scale=False)),

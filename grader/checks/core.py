@@ -608,6 +608,8 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                          finding_name=err.finding_name) from None
     note = diagnosis.globals_note(facts(instance=False)) if not graded else None
     notes += (note,) if note else ()
+    note = diagnosis.mask_buffer_note(key, inputs, facts)
+    notes += (note,) if note else ()
     if not quiet:
         print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
     return CheckResult(label, notes)

@@ -271,6 +271,18 @@ def module_finding(facts):
     return None
 
 
+def mask_buffer_note(key, inputs, facts):
+    """A note for a causal Head that passes without the registered mask buffer the text
+    asks for (a mask built in forward on every call), or None. facts() is the instance's."""
+    if key != "head" or not inputs.get("causal"):
+        return None
+    mod = (facts() or {}).get("module")
+    if not mod or any(name.split(".")[-1] == "mask" for name, _ in mod.get("buffers", ())):
+        return None
+    return ("note: Head has no mask buffer; the text asks for one, registered once in __init__ "
+            "(self.register_buffer(\"mask\", ...)), instead of a mask built in forward on every call.")
+
+
 # --- input mutation ----------------------------------------------------------------------
 
 IN_PLACE = re.compile(r"^(?!__)\w+_$")
@@ -382,7 +394,7 @@ TRIVIAL_TASK = {
     "scaled_dot_product_attention": "softmax(q @ k^T * head_size ** -0.5, masked) @ v",
     "multi_head_attention": "run every head, concatenate, then self.proj",
     "batched_multi_head_attention": "split q, k, v into heads, attend, merge, then self.proj",
-    "block": "x = x + self.attn(self.ln1(x)), then x = x + self.mlp(self.ln2(x))",
+    "block": "add attention, then the MLP, each of a normalised copy, to the residual stream",
     "gpt": "token and position embeddings, the blocks, ln_f, then lm_head",
     "generate": "crop the context, softmax the last logits / temperature, sample, append",
     "online_softmax": "one pass with a running maximum and a running sum, then normalise",
@@ -490,14 +502,17 @@ def _flag_variants(key, inp):
 ORDER_NAMES = {("nh", "T", "hs"): "(B, n_heads, T, head_size)", ("T", "nh", "hs"): "(B, T, n_heads, head_size)",
                ("T", "hs", "nh"): "(B, T, head_size, n_heads)", ("nh", "hs", "T"): "(B, n_heads, head_size, T)",
                ("hs", "T", "nh"): "(B, head_size, T, n_heads)", ("hs", "nh", "T"): "(B, head_size, n_heads, T)"}
-MERGE_HINT = "out.transpose(1, 2).reshape(B, T, n_heads * head_size) (reshape, since the transpose is not contiguous)"
-SPLIT_HINT = "q.view(B, T, n_heads, head_size).transpose(1, 2): head h owns features h*head_size..(h+1)*head_size-1"
+MERGE_HINT = ("move the heads' dim back next to head_size, then reshape to (B, T, n_heads * head_size) "
+              "(reshape, since a transpose is not contiguous)")
+SPLIT_HINT = ("a view as (B, T, n_heads, head_size), then T and n_heads swapped: head h owns "
+              "features h*head_size..(h+1)*head_size-1")
 
 
 def _layout_variants(key):
     if key in ("head", "scaled_dot_product_attention"):
         yield (Finding("operands_swapped", "queries and keys swapped (k @ q^T)",
-                       "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key."),
+                       "the scores are the queries times the keys (transposed), not the other way "
+                       "round: row t holds what query t finds in every key."),
                dict(order="kq"))
         yield (Finding("weights_transposed", "the weights transposed before they meet v (wei.mT @ v)",
                        "out = wei @ v: row t of wei (query t) mixes the values of the keys."),
@@ -553,7 +568,7 @@ def _weights_variants(key):
                            f"average over the tokens (dim 1, T) of each sequence, not over {name}."),
                    dict(along=along))
             yield (Finding("wrong_dim", f"a mean over {name} instead of a running mean over T",
-                           "token t averages tokens 0..t of its own sequence: x[b, :t+1].mean(0)."),
+                           "token t averages tokens 0..t of its own sequence, along T."),
                    dict(along=f"mean {along}"))
 
 

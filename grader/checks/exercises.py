@@ -227,10 +227,9 @@ def _mha_parameters(inputs, batched):
 
 
 def _call_mha(batched):
-    hint = ("query, key, value = nn.Linear(C, n_heads * head_size, bias=False), "
-            "proj = nn.Linear(n_heads * head_size, C)" if batched else
-            "heads = nn.ModuleList of Head(C, head_size, block_size, causal), "
-            "proj = nn.Linear(n_heads * head_size, C)")
+    proj = "proj, a linear layer from n_heads * head_size features back to C"
+    hint = (f"query, key, value, linear layers from C to n_heads * head_size features without bias; {proj}"
+            if batched else f"heads, an nn.ModuleList of n_heads Head modules; {proj}")
 
     def call(inputs):
         n_heads, head_size, C = inputs["w_query"].shape
@@ -556,15 +555,15 @@ def _keeps_prompt(ctx):
     prompt = torch.tensor(ctx.inputs["idx"], dtype=torch.float64)  # (B, T)
     T = prompt.shape[1]
     if not torch.equal(ctx.out[:, :T], prompt):
-        return (f"the first {T} tokens of every row must be the prompt itself; return "
-                "torch.cat([idx, new_tokens], dim=1), the prompt followed by the new tokens.")
+        return (f"the first {T} tokens of every row must be the prompt itself; return the "
+                "prompt followed by the new tokens.")
 
 
 def _reproducible(ctx):
     again = ctx.run(ctx.inputs)
     if not torch.equal(again, ctx.out):
-        return ("two runs with the same seed gave different tokens: sample with "
-                "torch.multinomial(probs, num_samples=1, generator=generator), passing the generator on.")
+        return ("two runs with the same seed gave different tokens: pass the generator on to "
+                "torch.multinomial.")
 
 
 def _same_tokens(ctx):
@@ -789,8 +788,9 @@ def _call_cache(inputs):
             "params": {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
                        "value.weight": inputs["w_value"], "proj.weight": inputs["w_proj"],
                        "proj.bias": inputs["b_proj"]},
-            "param_hint": "the given __init__: query, key, value = nn.Linear(C, n_heads * head_size, "
-                          "bias=False), proj = nn.Linear(n_heads * head_size, C)"}
+            "param_hint": "the given __init__: query, key, value, linear layers from C to "
+                          "n_heads * head_size features without bias; proj, from n_heads * head_size "
+                          "back to C"}
 
 
 ONE_PASS = Invariant("one_pass", _one_pass)
