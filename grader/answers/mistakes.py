@@ -498,11 +498,13 @@ def _gpt(idx, tok, pos, *rest, layout):
         x = ref.block(x, *weights, n_heads)
     if layout == "positions_after_blocks":
         x = x + pos[:T]
-    if layout not in ("no_final_norm", "final_norm_first"):
+    if layout not in ("no_final_norm", "final_norm_first", "final_norm_after_head"):
         x = ref.layer_norm(x, lnf_w, lnf_b)
     if layout == "tied_head":  # logits from the token embedding table, lm_head unused
         return x @ tok.mT
     logits = x @ w_head.mT + b_head  # (B, T, vocab_size)
+    if layout == "final_norm_after_head":  # a LayerNorm over C given vocab_size features raises
+        return F.layer_norm(logits, (tok.shape[1],), lnf_w, lnf_b, eps=1e-5)
     return {"probabilities": lambda: torch.softmax(logits, dim=-1),
             "log_probabilities": lambda: torch.log_softmax(logits, dim=-1)}.get(layout, lambda: logits)()
 
@@ -555,6 +557,9 @@ GPT = (
     Mistake("final_norm_twice", "ln_f applied before the blocks as well",
             "ln_f is used once, on the last block's output; the embeddings go into the first block as they are.",
             lambda *a: _gpt(*a, layout="final_norm_twice")),
+    Mistake("final_norm_after_head", "ln_f applied to the logits",
+            "ln_f normalises the last block's output (C features), before lm_head turns it into "
+            "vocab_size logits.", lambda *a: _gpt(*a, layout="final_norm_after_head")),
     Mistake("tied_head", "logits from the token embedding table instead of lm_head",
             "the model has its own output layer: the logits are self.lm_head of the normalised "
             "output (the check loads its weights).", lambda *a: _gpt(*a, layout="tied_head")),
