@@ -908,7 +908,7 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
 def context_length_finding(inp, actual, expected):
     """generate's tokens, when they are those of a model always given the last L tokens
     for one L other than block_size: how long the context was."""
-    from grader.mistakes import _generate
+    from grader.answers.mistakes import _generate
 
     block_size, T = int(inp["block_size"]), len(inp["idx"][0])
     args = (inp["model"], inp["idx"], inp["max_new_tokens"], block_size, inp["temperature"], inp["seed"])
@@ -987,6 +987,10 @@ def error_finding(type_name, message, sz, facts=None, key=""):
         if reduced and "keepdim" not in set((facts or {}).get("keywords", ())):
             article = "an" if reduced[0][0] in "aeiou" else "a"
             hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+        elif {name_number(a, sz), name_number(b, sz)} == {"B", "T"}:
+            hint = ("one tensor has T where the other has B: a (T, C) tensor lines up with (B, T, C) "
+                    "from the right as it is; an unsqueeze, view or transpose that puts T in front of "
+                    "another dim breaks that")
         elif d == 0:
             hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
         else:
