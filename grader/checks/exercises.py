@@ -611,9 +611,12 @@ def _gradient_flows(ctx):
               for k, v in ctx.inputs.items()}
     x, gen, eps = inputs["x"], torch.Generator().manual_seed(0), 1e-6
     weight, step = (_randn(gen, *x.shape).to(x.device) for _ in range(2))  # (B, T, C) each
-    grad = ctx.run(dict(inputs, grad_weight=weight))
+    try:
+        grad = ctx.run(dict(inputs, grad_weight=weight))
+        moved = [ctx.run(dict(inputs, x=x + sign * eps * step)) for sign in (1, -1)]
+    except Exception:  # code that fails in float64 (a layer made in forward): the values check speaks
+        return None
     slope = float((grad * step.cpu()).sum())
-    moved = [ctx.run(dict(inputs, x=x + sign * eps * step)) for sign in (1, -1)]
     numeric = float(((moved[0] - moved[1]) * weight.cpu()).sum()) / (2 * eps)
     if abs(slope - numeric) > 1e-5 * max(1.0, abs(numeric)):
         return ("the gradient of the output with respect to x is not the output's derivative: part "
