@@ -786,6 +786,8 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
         return nonfinite_finding(actual, names, key)
     if expected is not None and _matches(actual, expected, close):
         return None  # right values: whatever failed, the values say nothing about it
+    if key == "generate":
+        return context_length_finding(inp, actual, expected)
     if expected is not None and actual.shape != expected.shape:
         return shape_finding(key, actual.shape, expected, close, names, sz)
     for finding, knobs in _variants(key, inp, sz):
@@ -819,6 +821,33 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
             want = CORRECT_SCALE.get(key, "head_size ** -0.5")
             return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
                            f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
+    return None
+
+
+def context_length_finding(inp, actual, expected):
+    """generate's tokens, when they are those of a model always given the last L tokens
+    for one L other than block_size: how long the context was."""
+    _generate = registry.knob("generate")  # grader/answers/mistakes.py's generate with knobs
+    block_size, T = int(inp["block_size"]), len(inp["idx"][0])
+    args = (inp["model"], inp["idx"], inp["max_new_tokens"], block_size, inp["temperature"], inp["seed"])
+    for L in range(1, inp["model"]["pos"].shape[0] + 1):
+        try:
+            guess = _generate(*args, crop=L).to(actual.dtype)
+        except Exception:
+            continue
+        if L == block_size or (expected is not None and torch.equal(guess, expected.to(guess.dtype))):
+            continue
+        if torch.equal(guess, actual):
+            if L == T:
+                why = (f"the prompt's length T = {T}: a length read before the loop (idx.shape[1] "
+                       "of the prompt) stays fixed while idx grows")
+            elif abs(L - block_size) == 1:
+                why = f"block_size {'+' if L > block_size else '-'} 1: the crop is off by one"
+            else:
+                why = f"not block_size = {block_size}"
+            return Finding("context_length", f"the model was given the last {L} tokens each step",
+                           f"{L} is {why}. Keep the last block_size tokens of the growing "
+                           "sequence at every step.")
     return None
 
 
@@ -880,6 +909,10 @@ def _broadcast(m, ctx):
     if reduced and "keepdim" not in set((ctx.facts or {}).get("keywords", ())):
         article = "an" if reduced[0][0] in "aeiou" else "a"
         hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+    elif {name_number(a, ctx.sz), name_number(b, ctx.sz)} == {"B", "T"}:
+        hint = ("one tensor has T where the other has B: a (T, C) tensor lines up with (B, T, C) "
+                "from the right as it is; an unsqueeze, view or transpose that puts T in front of "
+                "another dim breaks that")
     elif d == 0:
         hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
     else:

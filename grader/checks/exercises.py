@@ -481,7 +481,8 @@ def _call_block(inputs):
     return {"kind": "module", "ctor": [C, inputs["n_heads"], inputs["block_size"]],
             "ctor_kw": {"dropout": inputs["dropout"]}, "x": inputs["x"],
             "params": {name: inputs[key] for name, key in _BLOCK_PARAMS.items()},
-            "param_hint": _BLOCK_HINT, "eval": inputs["dropout"] > 0}
+            "param_hint": _BLOCK_HINT, "eval": inputs["dropout"] > 0 and not inputs.get("train"),
+            "grad_weight": inputs.get("grad_weight")}
 
 
 def _draw_gpt(gen, case, d):
@@ -589,7 +590,38 @@ def _repeatable(ctx):
                 "turns them off), or F.dropout(..., training=self.training).", "not_repeatable")
 
 
+def _dropout_trains(ctx):
+    """With dropout > 0, training mode changes the output that evaluation mode gives."""
+    if ctx.close(ctx.run(dict(ctx.inputs, train=True)), ctx.out):
+        return (f"in training mode, with dropout={ctx.inputs['dropout']}, the output is the same as in "
+                "evaluation mode: dropout never runs while training.\n  Leave the mode to the caller: "
+                "no .eval() (or training=False) inside forward; the given layers follow "
+                "model.train() and model.eval() themselves.", "dropout_never_trains")
+
+
+def _gradient_flows(ctx):
+    """The gradient the student's block gives (autograd) is the derivative of its own output
+    (central differences in float64): nothing in forward is cut off from backpropagation."""
+    inputs = {k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in ctx.inputs.items()}
+    x, gen, eps = inputs["x"], torch.Generator().manual_seed(0), 1e-6
+    weight, step = (_randn(gen, *x.shape).to(x.device) for _ in range(2))  # (B, T, C) each
+    try:
+        grad = ctx.run(dict(inputs, grad_weight=weight))
+        moved = [ctx.run(dict(inputs, x=x + sign * eps * step)) for sign in (1, -1)]
+    except Exception:  # code that fails in float64 (a layer made in forward): the values check speaks
+        return None
+    slope = float((grad * step.cpu()).sum())
+    numeric = float(((moved[0] - moved[1]) * weight.cpu()).sum()) / (2 * eps)
+    if abs(slope - numeric) > 1e-5 * max(1.0, abs(numeric)):
+        return ("the gradient of the output with respect to x is not the output's derivative: part "
+                "of the block is cut off from backpropagation (a .detach(), .data or torch.no_grad() "
+                "in forward), so training would never update it.", "gradient_blocked")
+
+
 REPEATABLE = Invariant("repeatable", _repeatable)
+DROPOUT_TRAINS = Invariant("dropout_trains", _dropout_trains)
+GRADIENT_FLOWS = Invariant("gradient_flows", _gradient_flows)
 GPT_CAUSAL = Invariant("causal", _token_causal)
 
 
@@ -625,7 +657,33 @@ def _reads_the_cache(ctx):
     if ctx.close(ctx.run(new)[:, prompt:], ctx.out[:, prompt:]):
         return ("after the prompt stays the same when the prompt changes: the cached keys and "
                 "values are never read")
+def _samples_every_token(ctx):
+    """Given a model whose prediction spreads over many tokens, generate samples the unlikely
+    ones too: nothing cuts the distribution down to its most likely tokens (top-k)."""
+    V = 64
+    logits = -0.02 * torch.arange(V, dtype=torch.float64)  # token c: logit -0.02 c, in every context
+    model = ctx.inputs["model"]
+    flat = {"tok": logits.expand(V, V).clone(), "pos": torch.zeros(model["pos"].shape[0], V, dtype=torch.float64),
+            "mix": torch.zeros(V, V, dtype=torch.float64)}
+    new = dict(ctx.inputs, model=flat, temperature=1.0)
+    T = len(ctx.inputs["idx"][0])
+    got, expected = ctx.run(new)[:, T:], ref.generate(**new)[:, T:]
+    top = int(got.max()) + 1
+    beyond = int((expected >= top).sum())  # the reference's draws among tokens it never sampled
+    if beyond < 8:  # too few to tell a filter from chance
+        return None
+    if top == 1:
+        return ("given a model that spreads its prediction over many tokens, it always took the most "
+                "likely one: sample from the probabilities (torch.multinomial with the generator) "
+                "instead of taking the argmax.", "greedy")
+    return (f"given a model that spreads its prediction over {V} tokens, it only ever sampled "
+            f"the {top} most likely ones (token ids 0..{top - 1}), while sampling from the whole "
+            f"distribution drew {beyond} of {expected.numel()} tokens beyond them.\n  A top-k (or "
+            "top-p) filter? This exercise samples from the full softmax.", "top_k_filter")
+
+
 KEEPS_PROMPT = Invariant("keeps_prompt", _keeps_prompt)
+EVERY_TOKEN = Invariant("every_token", _samples_every_token)
 REPRODUCIBLE = Invariant("reproducible", _reproducible)
 SAME_TOKENS = Invariant("same_tokens", _same_tokens)
 BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
@@ -641,9 +699,9 @@ EXERCISES["block"] = Exercise(
         "output": Focus("returns (B, T, C)"),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, BLOCK_CAUSAL)),
         "values": Focus("matches the reference values (pre-norm)",
-                        invariants=(REPEATABLE, BLOCK_CAUSAL, BLOCK_BATCH), values=True),
+                        invariants=(REPEATABLE, BLOCK_CAUSAL, BLOCK_BATCH, GRADIENT_FLOWS), values=True),
         "eval": Focus("matches the reference in evaluation mode, dropout=0.25", case="dropout",
-                      invariants=(REPEATABLE,), values=True),
+                      invariants=(REPEATABLE, DROPOUT_TRAINS), values=True),
     },
     repeatable=False,  # REPEATABLE names dropout left on
     attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"))
@@ -675,9 +733,9 @@ EXERCISES["generate"] = Exercise(
         "cropped": Focus("samples the reference's tokens at temperature 1, past block_size",
                          case="plain", invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
         "values": Focus("samples the reference's tokens at temperature 0.5", case="main",
-                        invariants=(KEEPS_PROMPT, REPRODUCIBLE, SAME_TOKENS), values=True),
+                        invariants=(KEEPS_PROMPT, REPRODUCIBLE, EVERY_TOKEN, SAME_TOKENS), values=True),
         "hot": Focus("samples the reference's tokens at temperature 1.7", case="hot",
-                     invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
+                     invariants=(KEEPS_PROMPT, EVERY_TOKEN, SAME_TOKENS), values=True),
     },
     repeatable=False, attends=_follows_the_model)
 

@@ -7,7 +7,8 @@ notebook's kernel and inside the sandbox.
 A call is a plain dict:
     {"kind": "function", "args": [...]}
     {"kind": "module", "ctor": [...], "ctor_kw": {...}, "params": {name: tensor},
-     "param_hint": "...", "x": tensor, "eval": bool (optional: call model.eval() first)}
+     "param_hint": "...", "x": tensor, "eval": bool (optional: call model.eval() first),
+     "grad_weight": tensor (optional: return the gradient of (out * grad_weight).sum() by x)}
     {"kind": "function", ..., "watch": {...}}   (optional: see _watched)
     {"kind": "stream", <as "module">, "chunks": [n, ...]}   x fed n tokens at a time
     {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
@@ -58,8 +59,21 @@ def execute(student, call):
     load_parameters(model, call["params"], call["param_hint"])
     if call.get("eval"):
         model.eval()
+    if call.get("grad_weight") is not None:
+        return _input_gradient(model, x, call["grad_weight"])
     with torch.no_grad():
         return model(x)
+
+
+def _input_gradient(model, x, weight):
+    """The gradient of (model(x) * weight).sum() with respect to x (zeros where none flows)."""
+    x = x.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = model(x)
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return torch.zeros_like(x)
+        (out * weight).sum().backward()
+    return x.grad if x.grad is not None else torch.zeros_like(x)
 
 
 # --- watching a call: inputs changed in place ----------------------------------------
