@@ -120,6 +120,8 @@ def _products(sz):
     products = {}
     for r in (2, 3, 4):
         for combo in itertools.combinations_with_replacement(items, r):
+            if any(combo.count(c) > 2 for c in combo):
+                continue  # B·B·B: no shape multiplies a size by itself three times
             value = math.prod(v for _, v in combo)
             if value not in singles:
                 products.setdefault(value, set()).add("\u00b7".join(k for k, _ in combo))
@@ -825,6 +827,14 @@ def nonfinite_finding(actual, names, key=""):
     bad = ~torch.isfinite(actual)
     if not bad.any():
         return None
+    if key in ("online_softmax", "tiled_attention") and bool((actual == float("inf")).all()):
+        return Finding("max_not_updated", "every value is +inf: the maximum subtracted at the end is still -inf",
+                       "after each step store the new running maximum (m = m_new), so that exp(x - m) "
+                       "is at most 1.")
+    if bad.all() and key in LATER:  # no mask argument here: say where, not how
+        return Finding("all_nan", "every value is NaN or inf",
+                       "follow one row by hand on a few scores: print the running maximum m and sum "
+                       "l after each step, and look for inf - inf, 0 * inf or 0 / 0.")
     if bad.all():
         return Finding("all_nan", "every value is NaN or inf",
                        "an inf met a 0 early on (0 * -inf, or inf - inf): hide scores with "
@@ -999,6 +1009,16 @@ def error_finding(type_name, message, sz, facts=None, key=""):
                        f"__init__'s arguments are gone once it returns: keep it (self.{n} = {n}) and "
                        f"read self.{n}.")
     if "Boolean value of Tensor with more than one value is ambiguous" in message:
+        compared = sorted({"max", "min"} & set((facts or {}).get("builtins", ())))
+        if compared:
+            name = compared[0]
+            return Finding("python_max", f"Python's {name}() on tensors",
+                           f"{name}(a, b) asks whether a > b as one True/False; for an elementwise "
+                           f"{'maximum' if name == 'max' else 'minimum'} use torch.{name}imum(a, b).")
+        if key in LATER:  # these exercises take no optional argument to test with `is not None`
+            return Finding("tensor_truth", "a tensor used as a True/False condition",
+                           "if, and, or, not (and Python's max/min) need one True/False: compare "
+                           "tensors elementwise with torch.where, torch.maximum or &, |.")
         return Finding("tensor_truth", "a tensor used as a True/False condition",
                        "to ask whether an argument was given, test `if mask is not None:`.")
     if "view size is not compatible with input tensor's size and stride" in message:

@@ -13,6 +13,8 @@ A call is a plain dict:
     {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
      "max_new_tokens": int, "block_size": int, "temperature": float, "seed": int}
 """
+import builtins
+
 import torch
 
 
@@ -310,6 +312,7 @@ def code_facts(obj, call=None):
       keywords: the keyword argument names it passes (keepdim, dim, ...); operators: the
       binary operators it uses (//, @, ...); discarded: out-of-place methods (masked_fill,
       ...) called in a statement that keeps no result;
+    - builtins: the Python builtins it calls or reads (max, sum, ...);
     - helpers: the functions and classes of the same notebook it calls, whose code is
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
@@ -319,7 +322,7 @@ def code_facts(obj, call=None):
     todo, seen = [obj], set()
     glob, helpers = {}, []
     merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
-              "stores_subscript": False}
+              "builtins": set(), "stores_subscript": False}
     while todo:
         item = todo.pop()
         if id(item) in seen:
@@ -335,6 +338,8 @@ def code_facts(obj, call=None):
             else:
                 g = getattr(where, "__globals__", {})
                 found, value = name in g, g.get(name)
+            if not found and not isinstance(where, tuple) and hasattr(builtins, name):
+                merged["builtins"].add(name)
             if not found or name in glob or name.startswith("__"):
                 continue
             glob[name] = _describe(value)
@@ -345,7 +350,7 @@ def code_facts(obj, call=None):
                 todo.append(value)
     facts = {"kind": "class" if isinstance(obj, type) else "function",
              "name": str(getattr(obj, "__name__", "")), "globals": glob,
-             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded")},
+             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded", "builtins")},
              "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"]}
     if isinstance(obj, type) and call is not None and call.get("kind") == "module":
         try:
