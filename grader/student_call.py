@@ -372,6 +372,7 @@ REFUSALS = (("whole_row", "it read a whole row at once"),
             ("full_matrix", "that is the T x T matrix"),
             ("tile_strip", "that is a strip of one tile"),
             ("too_large", "it made a tensor of shape"),
+            ("no_projection", "not passed through the output projection"),
             ("stream_shape", "one output per new token"))
 
 
@@ -410,10 +411,16 @@ def _stream(student, call):
                 return out  # the check explains what came back
             want = (x.shape[0], n, x.shape[2])
             if tuple(out.shape) != want:
+                n_heads, head_size = call["ctor"][1], call["ctor"][2]
+                joined = (out.dim() == 3 and tuple(out.shape[:2]) == want[:2]
+                          and out.shape[2] == n_heads * head_size != x.shape[2])
                 raise CallRefused(
                     f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
                     f"{start} cached, forward returned shape {tuple(out.shape)}; expected {want} = "
-                    "(B, T_new, C): one output per new token.")
+                    "(B, T_new, C): one output per new token."
+                    + (f"\n  Its last dim is n_heads * head_size = {out.shape[2]}: the heads joined but not "
+                       f"passed through the output projection self.proj (back to C = {x.shape[2]})."
+                       if joined else ""))
             outs.append(out)
             start += n
     return torch.cat(outs, dim=1)  # (B, T, C)
