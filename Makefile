@@ -85,15 +85,15 @@ test-fast: $(STAMP)
 
 ## Rewrite data/references/ from the float64 reference implementations.
 references: $(STAMP)
-	$(PY) -m grader.fixtures
+	$(PY) -m grader.answers.fixtures
 
 ## Re-execute the instructor notebooks in solutions/ in place (their outputs are committed).
 execute: $(STAMP)
-	$(PY) -m grader.notebooks execute
+	$(PY) -m grader.instructor.notebooks execute
 
 ## Regenerate notebooks/ from solutions/; check that the sources pass every test, the release none.
 release: $(STAMP)
-	$(PY) -m grader.notebooks release
+	$(PY) -m grader.instructor.notebooks release
 
 ## Instructors: release every assignment (or ASSIGNMENT=...) to the exchange; FORCE=1 replaces one.
 release-exchange: $(STAMP)
@@ -135,7 +135,7 @@ bench: $(STAMP)
 
 ## What students get, without answers, in dist/self-attention-student (`make lab` there opens it).
 student-bundle: $(STAMP)
-	$(PY) -m grader.bundle
+	$(PY) -m grader.instructor.bundle
 
 ## CPU and wall time of each notebook, kernel start excluded.
 notebook-times: $(STAMP)

@@ -29,8 +29,8 @@ if not os.path.isdir(c.Exchange.root):
 c.CollectApp.check_owner = False
 
 # A new gradebook learns nbgrader's schema version in this process, not from an `alembic`
-# process of its own (grader/nbgrader_plugins.py: about 6 s less for every new gradebook).
-from grader.nbgrader_plugins import read_schema_version_in_process  # noqa: E402
+# process of its own (grader/instructor/nbgrader_plugins.py: about 6 s less for every new gradebook).
+from grader.instructor.nbgrader_plugins import read_schema_version_in_process  # noqa: E402
 
 read_schema_version_in_process()
 
@@ -39,7 +39,7 @@ from nbgrader.converters import GenerateAssignment  # noqa: E402
 
 c.GenerateAssignment.preprocessors = [
     *GenerateAssignment.class_traits()["preprocessors"].default(),  # nbgrader's own list
-    "grader.nbgrader_plugins.ClearWidgetState",
+    "grader.instructor.nbgrader_plugins.ClearWidgetState",
 ]
 
 c.ClearSolutions.code_stub = {
@@ -95,8 +95,8 @@ c.Autograde.autograde_preprocessors = [
 # A late submission's feedback starts with when it came in, the policy and what it cost.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "grader.late.LateNotice",
-    "grader.nbgrader_plugins.HideHiddenTracebacks",
+    "grader.instructor.late.LateNotice",
+    "grader.instructor.nbgrader_plugins.HideHiddenTracebacks",
     "nbgrader.preprocessors.ClearHiddenTests",
     "grader.grading.sanitize.NoActiveContent",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
@@ -111,18 +111,18 @@ c.GenerateFeedback.preprocessors = [
 c.HTMLExporter.preprocessors = ["grader.grading.sanitize.NoActiveContent"]
 c.HTMLExporter.sanitize_html = True
 
-# Late work (grader/late.py), applied by `nbgrader autograde`, the formgrader and `make export`:
+# Late work (grader/instructor/late.py), applied by `nbgrader autograde`, the formgrader and `make export`:
 # "none" (marked late, no penalty), "zero", or "percent_per_day": percent_per_day % of the
 # points earned for each day or part of a day after the due date, at most max_percent %.
 # Due dates: `.venv/bin/nbgrader db assignment add 05_scaled_attention --duedate="2025-11-07 17:00:00 Europe/Berlin"`
 # or the formgrader's Manage Assignments page.
-c.AssignLatePenalties.plugin_class = "grader.late.LatePolicy"
+c.AssignLatePenalties.plugin_class = "grader.instructor.late.LatePolicy"
 c.LatePolicy.penalty_method = "percent_per_day"
 c.LatePolicy.percent_per_day = 10
 c.LatePolicy.max_percent = 50
 c.LatePolicy.grace_minutes = 0
 
-# LMS downloads (`make collect ZIP=... ASSIGNMENT=... TIMES=...`, grader/lms.py): Canvas, Moodle
+# LMS downloads (`make collect ZIP=... ASSIGNMENT=... TIMES=...`, grader/instructor/lms.py): Canvas, Moodle
 # and Blackboard file names, or <student_id>_<notebook>.ipynb. Times in Blackboard's file names,
 # in a times file without an offset (Moodle's grading worksheet) and zip entry times (when
 # zip_times is True) are read in this time zone.
@@ -132,16 +132,16 @@ c.LmsCollect.zip_times = False
 # or "on_time" (counted as on time, no notice).
 c.LmsCollect.unknown_time = "unknown"
 
-# The grade report (`make export`, grader/report.py): who is listed as struggling, and the
+# The grade report (`make export`, grader/instructor/report.py): who is listed as struggling, and the
 # Canvas gradebook column of each assignment in grades_canvas.csv (default: its name).
 c.GradeReport.struggling_percent = 50
 # c.GradeReport.canvas_columns = {"05_scaled_attention": "Scaled attention (4567)"}
 
-# Plain `nbgrader zip_collect` (the make targets use grader/lms.py instead): files named
+# Plain `nbgrader zip_collect` (the make targets use grader/instructor/lms.py instead): files named
 # <student_id>_<notebook>.ipynb, e.g. ada_05_scaled_attention.ipynb.
 c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"
 c.FileNameCollectorPlugin.named_regexp = r"(?:.*/)?(?P<student_id>[A-Za-z0-9.-]+)_(?P<file_id>\d\d_[A-Za-z0-9_]+\.ipynb)$"
 
-# Functions that would do a whole exercise (grader/shortcuts.py has the defaults): a check
+# Functions that would do a whole exercise (grader/checks/shortcuts.py has the defaults): a check
 # whose code uses one scores 0 when graded, and passes with a note in JupyterLab. E.g.
 # c.Shortcuts.forbidden = {"scaled_dot_product_attention": ["F.scaled_dot_product_attention"]}

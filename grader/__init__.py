@@ -11,7 +11,7 @@ it chooses itself, and either prints one line starting with a tick or raises
 new seed; ``device`` (or the GRADER_DEVICE environment variable) runs on a GPU.
 
 The checks import torch when first used, so the instructor tools in this package
-(grader.autograde, grader.notebooks, ...) start without it.
+(grader.autograde, grader.instructor.notebooks, ...) start without it.
 """
 EXERCISE_KEYS = ("bag_of_words_loop", "bag_of_words_matmul", "running_average_weights",
                  "masked_softmax", "causal_weights", "head", "scaled_dot_product_attention",
@@ -24,8 +24,8 @@ __all__ = ["CheckError", "FOCUSES"] + [f"check_{k}" for k in EXERCISE_KEYS]
 def _make_check(key):
     import torch
 
-    from grader.core import run_check
-    from grader.exercises import EXERCISES
+    from grader.checks.core import run_check
+    from grader.checks.exercises import EXERCISES
 
     exercise = EXERCISES[key]
 
@@ -44,9 +44,9 @@ def __getattr__(name):
     if name.startswith("check_") and name[len("check_"):] in EXERCISE_KEYS:
         check = _make_check(name[len("check_"):])
     elif name == "CheckError":
-        from grader.core import CheckError as check
+        from grader.checks.core import CheckError as check
     elif name == "FOCUSES":
-        from grader.exercises import EXERCISES
+        from grader.checks.exercises import EXERCISES
         check = {key: tuple(ex.focuses) for key, ex in EXERCISES.items()}
     else:
         raise AttributeError(f"module 'grader' has no attribute {name!r}")

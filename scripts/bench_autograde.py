@@ -39,8 +39,10 @@ import time
 import warnings
 from pathlib import Path
 
-from grader import synthetic
 from grader.grading import layout
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support import synthetic  # noqa: E402 (tests/support: the test classes)
 
 MIX = ["correct"] * 5 + ["stub"] * 2 + ["exception"] * 2 + ["softmax_wrong_dim"]
 RUNS = ("stock", "plain", "local1", "local2", "external2")
@@ -165,7 +167,7 @@ def main(argv=None):
           f"{n} notebooks (one per submission)", flush=True)
 
     from grader.grading.autograde import WORKER_MEMORY
-    from grader.grading.processes import ProcessCluster
+    from support.processes import ProcessCluster
     from grader.grading.status import Status
 
     autograde = [sys.executable, "-m", "grader.grading.autograde", "--force"]

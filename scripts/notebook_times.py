@@ -12,7 +12,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from grader import notebooks
+from grader.instructor import notebooks
 
 START = "import time as _t\n_cpu0, _wall0 = _t.process_time(), _t.perf_counter()"
 STOP = "print(f'{_t.process_time() - _cpu0:.2f} {_t.perf_counter() - _wall0:.2f}')"

@@ -1,5 +1,5 @@
 """Wrong attempts written as a learner would, one mistake family each, for the diagnosis
-tests. code: the solution cell; expect: the finding keys (catalogue or grader.diagnosis)
+tests. code: the solution cell; expect: the finding keys (catalogue or grader.checks.diagnosis)
 that name the mistake; a check naming anything else is misleading."""
 
 ATTEMPTS = [

@@ -8,7 +8,7 @@ import sys
 bundle, repo = sys.argv[1], sys.argv[2]
 sys.path[:0] = [repo, f"{repo}/tests"]
 import answers  # noqa: E402  correct answers, and student_from() for the mistakes
-from grader.exercises import EXERCISES as COURSE  # noqa: E402
+from grader.checks.exercises import EXERCISES as COURSE  # noqa: E402
 
 GPU_ONLY = {"mask_wrong_device"}
 students = {key: (answers.CORRECT[key],
@@ -21,7 +21,7 @@ sys.path[:] = [bundle] + [p for p in sys.path if p not in (repo, f"{repo}/tests"
 
 import io, contextlib  # noqa: E401,E402
 import grader  # noqa: E402
-from grader.exercises import EXERCISES  # noqa: E402
+from grader.checks.exercises import EXERCISES  # noqa: E402
 
 report = {"grader": grader.__file__, "correct": {}, "named": {}, "errors": []}
 for key, (correct, mistakes) in students.items():

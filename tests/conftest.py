@@ -32,7 +32,8 @@ def graded_class(tmp_path_factory):
     two workers, export and feedback): the variants of tests/test_pipeline.py and the
     honest answers and attacks of tests/test_trust.py. Tests using it are kept on one
     xdist worker (xdist_group)."""
-    from grader import instructor, synthetic
+    from grader.instructor import cli as instructor
+    from support import synthetic
     from grader.grading.autograde import Grading
     from test_pipeline import BROKEN, EXPECTED
     from test_trust import HONEST_MINOR

@@ -100,8 +100,8 @@ def load(attempt):
 
 def run(attempt):
     """(classification, [(focus, finding, message), ...]) of one attempt."""
-    from grader.core import CheckError, run_check
-    from grader.exercises import EXERCISES
+    from grader.checks.core import CheckError, run_check
+    from grader.checks.exercises import EXERCISES
 
     try:
         key, student = load(attempt)

@@ -600,7 +600,7 @@ ACTIVE_OUTPUTS = "\n".join([
 def _hostile_class(course):
     """Two students of notebook 05 whose markdown and outputs try to run script, and an
     honest one; graded and given feedback as `make autograde` and `make feedback` do."""
-    from grader import synthetic
+    from support import synthetic
 
     students = {"scripted_markdown": None, "scripted_outputs": None, "plain_honest": None}
     for student in students:
@@ -620,7 +620,7 @@ def _hostile_class(course):
         folder = course / "submitted" / student / SAFETY
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{SAFETY}.ipynb")
-    from grader import instructor
+    from grader.instructor import cli as instructor
     from grader.grading.autograde import Grading
 
     summary = Grading(course, jobs=2).run(progress=False)  # what `make autograde` runs

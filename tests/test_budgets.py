@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
-from grader.grading.execute import CELL_CPU_ERROR, WALL_CEILING_ERROR, GradingExecute
+from grader.grading.execute import CELL_CPU_ERROR, MEMORY_ERROR, WALL_CEILING_ERROR, GradingExecute
 from grader.isolation import KERNEL_NAME, cgroups, isolation_available, sandbox_settings
 
 available, why = isolation_available()
@@ -77,3 +77,42 @@ def test_a_stalled_notebook_reaches_its_wall_ceiling_and_says_so(tmp_path):
     cells = ["import time\ntime.sleep(3)"] * 4
     outputs = execute(tmp_path, cells, timeout=30, budget=4, wall_factor=2)
     assert errors(outputs[-1]) == [WALL_CEILING_ERROR]
+
+
+
+def test_a_cell_that_ignores_its_interrupt_is_stopped_at_its_cpu_limit(tmp_path):
+    """A cell that ignores SIGINT and spins is stopped with its sandbox once it has used its
+    2 s CPU limit and a short grace, not at the wall-clock ceiling (here 600 x 2 s, which
+    the test would sit out): the cell before it keeps its output, the cells after it are
+    not run and say why."""
+    ignores = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+    config = sandbox_settings(Config({"GradingExecute": {
+        "kernel_name": KERNEL_NAME, "timeout": 2, "notebook_budget": 600, "wall_factor": 600}}))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c)
+                                         for c in ["print('before')", ignores, "print('after')"]])
+    GradingExecute(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    before, spun, after = ([(o.output_type, o.get("evalue") or o.get("text")) for o in c.outputs]
+                           for c in nb.cells)
+    assert before == [("stream", "before\n")]
+    messages = [text for kind, text in spun if kind == "error"]
+    assert "used more than 2 s of CPU time and was interrupted" in messages[0]
+    assert "ignored the interrupt, so the kernel was stopped" in messages[-1]
+    assert after and after[0][0] == "error" and "not run: timed out" in after[0][1]
+
+
+def test_a_kernel_killed_for_memory_says_so_and_the_notebook_is_still_graded(tmp_path):
+    """A cell that touches 1 GiB in a sandbox allowed 512 MiB for all its processes: the
+    kernel is killed by the sandbox's memory limit, the cell says so (not 'the kernel
+    died'), the cells before it keep their outputs and the cells after it are not run."""
+    config = sandbox_settings(Config({"GradingExecute": {
+        "kernel_name": KERNEL_NAME, "timeout": 30, "notebook_budget": 60}}), total_memory=2**29)
+    hog = "x = bytearray(2**30)\nx[::4096] = b'1' * len(x[::4096])"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c)
+                                         for c in ["print('before')", hog, "print('after')"]])
+    GradingExecute(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    before, hogged, after = ([(o.get("ename"), o.get("evalue") or o.get("text")) for o in c.outputs]
+                             for c in nb.cells)
+    assert before == [(None, "before\n")]
+    assert [name for name, _ in hogged] == [MEMORY_ERROR]
+    assert "stopped for using more than its memory limit (0.5 GiB" in hogged[0][1]
+    assert after[0][0] == MEMORY_ERROR and "not run" in after[0][1]

@@ -12,7 +12,8 @@ import nbformat
 import pytest
 import torch
 
-from grader import bundle, notebooks, reference
+from grader.instructor import bundle, notebooks
+from grader.answers import reference
 
 REPO = Path(__file__).resolve().parent.parent
 TOP_LEVEL = {"README.md", "Makefile", "install.mk", "pyproject.toml", "requirements.txt",
@@ -32,8 +33,9 @@ def _text_files(root):
 
 def test_the_bundle_holds_what_students_need_and_nothing_of_the_instructors(built):
     assert {p.name for p in built.iterdir()} == TOP_LEVEL
-    assert sorted(p.name for p in (built / "grader").iterdir()) == sorted(
-        set(bundle.STUDENT_MODULES) | {"reference.py", "mistakes.py", "diagnosis.py"})
+    shipped = {p.relative_to(built / "grader").as_posix() for p in (built / "grader").rglob("*.py")}
+    assert shipped == set(bundle.STUDENT_MODULES) | {"answers/reference.py", "answers/mistakes.py",
+                                                      "checks/diagnosis.py"}
     for path in notebooks.notebook_paths("notebooks"):  # the student versions, unchanged
         assert (built / path.relative_to(REPO)).read_bytes() == path.read_bytes()
     assert (built / "data" / "corpus.txt").exists()
@@ -91,9 +93,9 @@ def test_no_solution_hidden_test_or_reference_code_is_in_the_bundle(built):
     # none in mistakes.py, and the diagnosis' attention is a lookup
     defs = lambda p: {n.name for n in ast.walk(ast.parse((built / "grader" / p).read_text()))
                       if isinstance(n, ast.FunctionDef)}
-    assert defs("reference.py") == set(bundle.SHIPPED_REFERENCE)
-    assert defs("mistakes.py") == set()
-    assert not defs("diagnosis.py") & set(bundle.STORED_DIAGNOSIS)
+    assert defs("answers/reference.py") == set(bundle.SHIPPED_REFERENCE)
+    assert defs("answers/mistakes.py") == set()
+    assert not defs("checks/diagnosis.py") & set(bundle.STORED_DIAGNOSIS)
 
 
 def test_every_visible_check_in_the_bundle_passes_the_answer_and_names_the_mistakes(built):
@@ -114,14 +116,14 @@ def test_every_reference_implementation_is_stored_or_shipped_on_purpose():
     names = set(bundle._reference_functions())
     assert set(bundle.SHIPPED_REFERENCE) <= names
     assert names - set(bundle.SHIPPED_REFERENCE), "nothing would be stored"
-    assert all(getattr(reference, n).__module__ == "grader.reference" for n in names)
+    assert all(getattr(reference, n).__module__ == "grader.answers.reference" for n in names)
 
 
 def test_the_student_side_imports_nothing_of_the_instructors_tools():
     """What students' kernels run and the bundle ships (bundle.STUDENT_MODULES) imports
     only itself, and the answers that the bundle replaces by stored outputs."""
-    allowed = {Path(m).stem for m in bundle.STUDENT_MODULES} | {"reference", "mistakes", "diagnosis"}
-    for name in [*bundle.STUDENT_MODULES, "diagnosis.py"]:
+    allowed = {"checks", "answers"}
+    for name in [*bundle.STUDENT_MODULES, "checks/diagnosis.py"]:
         tree = ast.parse((REPO / "grader" / name).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("grader"):

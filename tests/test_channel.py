@@ -6,8 +6,8 @@ import zipfile
 import pytest
 import torch
 
-from grader.core import RemoteError, evaluate
-from grader.exercises import EXERCISES
+from grader.checks.core import RemoteError, evaluate
+from grader.checks.exercises import EXERCISES
 from grader.grading.channel import (MAX_PICKLE_BYTES, MAX_PICKLE_DEPTH, MODULE, KernelChannel,
                                     MalformedReply, read_reply)
 

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from grader import core
+from grader.checks import core
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET, db_scores
-from grader import synthetic
+from support import synthetic
 from grader.grading import layout
-from grader.grading.processes import ProcessCluster
+from support.processes import ProcessCluster
 from grader.grading.status import Status
 
 pytestmark = pytest.mark.xdist_group("dask")  # its own worker: real clusters beside the graded class

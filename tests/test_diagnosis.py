@@ -9,9 +9,9 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import grader
-from grader import core, diagnosis, student_call
-from grader.core import CheckError, run_check
-from grader.exercises import EXERCISES
+from grader.checks import core, diagnosis, student_call
+from grader.checks.core import CheckError, run_check
+from grader.checks.exercises import EXERCISES
 from answers import CORRECT, BatchedMultiHeadAttention, Head
 import diagnosis_eval
 
@@ -168,16 +168,16 @@ def test_instructors_change_the_shortcut_list_in_the_config():
 
 
 def test_calling_the_course_reference_is_a_shortcut():
-    from grader.reference import bag_of_words as bag_of_words_loop
+    from grader.answers.reference import bag_of_words as bag_of_words_loop
 
     def bag_of_words_matmul(x):
         return bag_of_words_loop(x)
-    with pytest.raises(CheckError, match="from the course's grader.reference"):
+    with pytest.raises(CheckError, match="from the course's grader.answers.reference"):
         run_check(EXERCISES["bag_of_words_matmul"], bag_of_words_matmul, "values", graded=True)
 
 
 def test_correct_answers_use_no_shortcut():
-    from grader import shortcuts
+    from grader.checks import shortcuts
 
     for key, answer in CORRECT.items():
         fixed = core._load_fixed(EXERCISES[key])
@@ -315,7 +315,7 @@ def test_the_picture_is_shown_inline_in_a_kernel_before_the_error():
 def test_grading_refuses_shortcuts_and_inputs_changed_in_place(tmp_path):
     import nbformat
 
-    from grader import synthetic
+    from support import synthetic
     from grader.grading.autograde import Grading
     from grader.grading.status import Status
 

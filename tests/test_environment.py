@@ -81,7 +81,7 @@ def test_gradebooks_get_the_schema_version_alembic_itself_reports(tmp_path):
     import nbgrader.api
     from nbgrader.dbutil import _temp_alembic_ini
 
-    from grader.nbgrader_plugins import schema_version
+    from grader.instructor.nbgrader_plugins import schema_version
 
     alembic = Path(sys.executable).with_name("alembic")
     with _temp_alembic_ini(f"sqlite:///{tmp_path / 'gb.db'}") as ini:
@@ -94,7 +94,7 @@ def test_gradebooks_get_the_schema_version_alembic_itself_reports(tmp_path):
     env = {"PATH": "/usr/bin:/bin"}  # no alembic command on the PATH: nbgrader alone would fail
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "grader.nbgrader_plugins"
+    assert proc.stdout.strip() == "grader.instructor.nbgrader_plugins"
     with nbgrader.api.Gradebook(f"sqlite:///{tmp_path / 'new.db'}") as gb:
         from sqlalchemy import text
         assert gb.db.execute(text("select version_num from alembic_version")).scalar() == schema_version()

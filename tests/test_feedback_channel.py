@@ -7,9 +7,10 @@ import sys
 import nbformat
 import pytest
 
-from grader import instructor, synthetic
-from grader.core import evaluate
-from grader.exercises import EXERCISES
+from grader.instructor import cli as instructor
+from support import synthetic
+from grader.checks.core import evaluate
+from grader.checks.exercises import EXERCISES
 
 pytestmark = pytest.mark.xdist_group("feedback_channel")
 A = "04_single_head"

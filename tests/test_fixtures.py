@@ -1,8 +1,8 @@
 """The reference tensors in data/ are exactly what `make references` writes."""
 import torch
 
-from grader import fixtures
-from grader.exercises import EXERCISES
+from grader.answers import fixtures
+from grader.checks.exercises import EXERCISES
 
 
 def _assert_same(fresh, committed, where):

@@ -6,8 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grader
-from grader import core, reference as ref
-from grader.exercises import EXERCISES
+from grader.checks import core
+from grader.answers import reference as ref
+from grader.checks.exercises import EXERCISES
 from answers import CORRECT, Head, student_from
 
 CHECKS = {key: getattr(grader, f"check_{key}") for key in EXERCISES}
@@ -224,6 +225,6 @@ def test_exercise_keys_match_the_exercises():
 def test_instructor_tools_do_not_import_torch():
     import subprocess
     import sys
-    code = "import sys, grader.notebooks; print('torch' in sys.modules)"
+    code = "import sys, grader.instructor.notebooks; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -287,7 +287,7 @@ def test_cache_output_of_the_wrong_length_says_which_call():
 
 def test_reference_cache_matches_attention_without_a_cache():
     """The course's answer and the reference agree on a long stream (any chunking of one token)."""
-    from grader import reference as ref
+    from grader.answers import reference as ref
     torch.manual_seed(0)
     model = CORRECT["cached_attention"](10, 2, 3, 6).double()
     x = torch.randn(2, 15, 10, dtype=torch.float64)
@@ -329,8 +329,8 @@ def test_cache_with_two_mistakes_is_named_where_only_one_shows():
 # --- graded runs: refusals and shortcuts are named mistakes ----------------------------
 
 def _graded(key, student, focus):
-    from grader.core import evaluate
-    from grader.exercises import EXERCISES
+    from grader.checks.core import evaluate
+    from grader.checks.exercises import EXERCISES
     return evaluate(EXERCISES[key], student, focus, graded=True)
 
 

@@ -1,14 +1,14 @@
 """Notebooks 07 and 08 graded end to end by the real pipeline (Grading: nbgrader's
 autograde with GradingExecute, the sandboxed kernel, the plans stored in the sources):
 a correct submission gets full marks, and wrong ones get exactly the points of the
-checks they pass, with their mistakes named in <notebook>.grading.json."""
-import json
+checks they pass, with their mistakes named in autograded/.status.json."""
 
 import nbformat
 import pytest
 
 from conftest import db_scores
-from grader import synthetic
+from support import synthetic
+from grader.grading import plan
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
 
@@ -105,8 +105,9 @@ def graded_07_08(tmp_path_factory):
 
 
 def _outcomes(root, student, assignment):
-    path = root / "autograded" / student / assignment / f"{assignment}.grading.json"
-    return json.loads(path.read_text())["cells"]
+    """{test cell: [Outcome]} of one submission, from the one store of outcomes."""
+    record = next(r for s, a, r in Status(root).records() if (s, a) == (student, assignment))
+    return record.notebooks[assignment].outcomes
 
 
 def _points(root, student, assignment):
@@ -128,10 +129,10 @@ def test_a_correct_submission_gets_full_marks(graded_07_08, student):
     root, _ = graded_07_08
     assignment = SUBMISSIONS[student][0]
     outcomes = _outcomes(root, student, assignment)
-    failed = {cell: [o["message"] for o in outs if not o["passed"]] for cell, outs in outcomes.items()
-              if not all(o["passed"] for o in outs)}
+    failed = {cell: [o.message for o in outs if not o.passed] for cell, outs in outcomes.items()
+              if not all(o.passed for o in outs)}
     assert failed == {}
-    assert any(o["hidden"] for outs in outcomes.values() for o in outs)  # hidden checks ran too
+    assert any(o.hidden for outs in outcomes.values() for o in outs)  # hidden checks ran too
     assert db_scores(root, assignment)[student] == 30.0
 
 
@@ -145,9 +146,9 @@ def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mist
     assert db_scores(root, assignment)[student] == sum(points.values())
     outcomes = _outcomes(root, student, assignment)
     for cell, key in named.items():
-        failed = next(o for o in outcomes[cell] if not o["passed"])
-        assert failed["mistake"] == key, failed
-        assert failed["mistake_name"] and f"Likely mistake: {failed['mistake_name']}" in failed["message"]
+        failed = next(o for o in outcomes[cell] if not o.passed)
+        assert failed.mistake == key, failed
+        assert failed.mistake_name and f"Likely mistake: {failed.mistake_name}" in failed.message
 
 
 @grouped
@@ -158,7 +159,7 @@ def test_answers_without_attention_earn_at_most_a_tenth_of_each_part(graded_07_0
     earned = _points(root, student, assignment)
     parts = {}  # exercise -> (earned, total), from the stored plans
     for cell, outs in _outcomes(root, student, assignment).items():
-        exercise = outs[0]["exercise"]
+        exercise = outs[0].exercise
         got, total = parts.get(exercise, (0, 0))
         parts[exercise] = (got + earned[cell], total + _cell_points(assignment, cell))
     assert len(parts) == 3 and all(total > 0 for _, total in parts.values())
@@ -171,3 +172,18 @@ def _cell_points(assignment, grade_id):
     cell = next(c for c in nbformat.read(path, as_version=4).cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
     return cell.metadata["nbgrader"]["points"]
+
+
+@grouped
+def test_outcomes_are_stored_once_in_the_status_file(graded_07_08):
+    """Each graded test cell's outcomes are in autograded/.status.json and nowhere else
+    (the autograded folder keeps the notebooks nbgrader shows, not a second copy)."""
+    root, _ = graded_07_08
+    assert sorted(p.name for p in (root / "autograded").rglob("*.grading.json")) == []
+    for student, (assignment, *_) in SUBMISSIONS.items():
+        record = next(r for s, a, r in Status(root).records() if (s, a) == (student, assignment))
+        graded = {c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(
+            root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4).cells
+            if plan.is_test_cell(c)}
+        assert set(record.notebooks[assignment].outcomes) == graded, student
+        assert all(outs for outs in record.notebooks[assignment].outcomes.values()), student

@@ -5,7 +5,7 @@ themselves: tests/test_no_points_without_attention.py.)"""
 import nbformat
 import pytest
 
-from grader import synthetic
+from support import synthetic
 from grader.grading.autograde import Grading
 from test_grading_07_08 import _body, _cell_points, _outcomes, _points
 

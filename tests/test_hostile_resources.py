@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, db_scores
-from grader import synthetic
+from support import synthetic
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
 from grader.isolation import cgroups, isolation_available

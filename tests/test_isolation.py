@@ -169,7 +169,7 @@ def test_no_network(kernel):
 def test_grading_material_is_not_visible(kernel, course):
     _, kc = kernel
     paths = {name: str(ROOT / name) for name in ("solutions", "data/references", ".git",
-                                                  "grader/core.py", "grader/mistakes.py",
+                                                  "grader/checks/core.py", "grader/answers/mistakes.py",
                                                   "grader/isolation", "nbgrader_config.py")}
     paths.update({"gradebook.db": str(course / "gradebook.db"),
                   "bob": str(course / "submitted" / "bob"),

@@ -6,8 +6,8 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from grader.extensions import Extension, parse_extra, read_rows
-from grader.late import DAY, LatePolicy, days_late, late_penalty, lateness
+from grader.instructor.extensions import Extension, parse_extra, read_rows
+from grader.instructor.late import DAY, LatePolicy, days_late, late_penalty, lateness
 
 
 def test_none_keeps_the_score_and_zero_takes_all_of_it():
@@ -117,7 +117,7 @@ def test_an_extensions_file_that_cannot_be_used_is_refused_with_the_rows_named(t
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    from grader import synthetic
+    from support import synthetic
     from grader.grading import layout as pipeline
 
     root = synthetic.make_course(tmp_path_factory.mktemp("late"))
@@ -153,11 +153,11 @@ def _penalty(root, student):
 
 
 def test_make_extensions_stores_them_and_the_gradebooks_penalties_follow(course, tmp_path, capsys):
-    from grader import extensions
+    from grader.instructor import extensions
 
     _submission(course, "ada", datetime.timedelta(days=2, hours=1))   # 3 started days: 30 % of 10
     _submission(course, "bo", datetime.timedelta(days=2, hours=1))
-    from grader import report
+    from grader.instructor import report
     report.export(course, quiet=True)
     assert (_penalty(course, "ada"), _penalty(course, "bo")) == (pytest.approx(3.0), pytest.approx(3.0))
     extensions.import_csv(course, _extension_csv(tmp_path, "student,assignment,extra\nada,05_scaled_attention,2 days\n"))
@@ -175,7 +175,7 @@ def test_nbgraders_own_late_penalty_step_honours_an_extension(course, tmp_path):
     from nbformat.v4 import new_notebook
     from nbgrader.preprocessors import AssignLatePenalties
 
-    from grader import extensions
+    from grader.instructor import extensions
     from grader.grading import layout as pipeline
 
     _submission(course, "cy", datetime.timedelta(days=1, hours=2))   # 2 started days: 20 %

@@ -6,7 +6,8 @@ import zipfile
 import nbformat
 import pytest
 
-from grader import lms, submission_times, synthetic
+from grader.instructor import lms, submission_times
+from support import synthetic
 
 A = "05_scaled_attention"
 NB = f"{A}.ipynb"
@@ -343,7 +344,7 @@ def test_two_entries_that_decode_to_one_name_are_both_accounted_for(course, tmp_
 
 
 def test_make_collect_passes_the_times_file(course, tmp_path, capsys):
-    from grader import instructor
+    from grader.instructor import cli as instructor
 
     archive = _zip(tmp_path / "d.zip", {f"ada_{NB}": "{}"}, "flagged")
     times = tmp_path / "times.csv"

@@ -3,10 +3,10 @@ download with its submission times, an extension, late work, work whose time the
 not give, students off the roster; then the gradebook, the formgrader, the feedback,
 grades.csv, grades_canvas.csv and the report must all show the same numbers.
 
-Two submissions are graded for real (make autograde's pipeline: the late penalty and the
-extension applied by its merge, the feedback from their autograded notebooks); the others'
-scores are written with nbgrader's Gradebook API, as the tests are about collection,
-lateness and the exports."""
+Two submissions are graded for real (make autograde's pipeline: the late penalty from the
+student's due date given by the grading and written by its merge, the feedback from their
+autograded notebooks); the others' scores are written with nbgrader's Gradebook API, as
+the tests are about collection, lateness and the exports."""
 import csv
 import datetime
 import html
@@ -24,7 +24,9 @@ import nbformat
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET
-from grader import extensions, instructor, lms, report, roster, synthetic
+from grader.instructor import extensions, lms, report, roster
+from grader.instructor import cli as instructor
+from support import synthetic
 from grader.grading import autograde, layout as pipeline
 
 pytestmark = pytest.mark.xdist_group("lms_term")
@@ -107,6 +109,7 @@ def term(tmp_path_factory):
 
     graded = autograde.Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=10).run(
         students=GRADED_FOR_REAL, progress=False)
+    merged = _gradebook_numbers(root)  # as the merge wrote them, before anything else runs
     for student in ("ada", "dan", "999"):
         record_scores(root, A, student, EXPECTED[student][0] / 10, _timestamp(root, student))
     record_scores(root, A, "eve", 0.4, DUE)  # handed in through the exchange, on no roster
@@ -114,7 +117,7 @@ def term(tmp_path_factory):
     api = instructor._api(root)
     for student in GRADED_FOR_REAL:
         assert api.generate_feedback(A, student)["success"]
-    return root, collected, graded, exported
+    return root, collected, graded, exported, merged
 
 
 def _gradebook_numbers(root):
@@ -128,7 +131,7 @@ def _rows(path):
 
 
 def test_every_file_is_collected_or_skipped_with_its_reason(term):
-    root, collected, graded, _ = term
+    root, collected, graded, *_ = term
     assert set(collected.collected) == {"ada", "grace", "zoe", "dan", "999"}
     assert collected.skipped == [("gausscarl_104_9004_notes.pdf", "not a notebook (.pdf)")]
     assert graded["graded"] == 2 and graded["needs_attention"] == 0
@@ -148,6 +151,14 @@ def test_the_gradebook_holds_the_policys_penalties_from_each_students_due_date(t
     assert {s: (raw, penalty) for s, (raw, penalty, _) in numbers.items()} == pytest.approx(EXPECTED)
     # zoe is 19 hours late for the assignment (10 % without her extension), on time for hers
     assert numbers["zoe"][2] - DUE == datetime.timedelta(hours=19)
+
+
+def test_the_merge_writes_the_penalty_the_grading_gave_from_each_students_due_date(term):
+    """Computed once, where nbgrader grades (the worker, given the student's extension), and
+    written by the merge as it is: nothing after it has to correct it."""
+    *_, merged = term
+    assert {s: (merged[s][0], merged[s][1] or 0.0) for s in GRADED_FOR_REAL} == pytest.approx(
+        {s: EXPECTED[s] for s in GRADED_FOR_REAL})
 
 
 def test_grades_csv_and_the_canvas_csv_carry_the_gradebooks_numbers(term):
@@ -192,7 +203,7 @@ def test_the_canvas_csv_is_in_canvas_gradebook_import_format(term):
 
 
 def test_off_roster_students_are_listed_with_what_to_do(term):
-    root, _, _, exported = term
+    root, _, _, exported, _ = term
     todo = dict(exported["table"].off_roster)
     assert set(todo) == {"999", "eve"}
     assert "Canvas ID 999 from the download" in todo["999"] and "make roster" in todo["999"]

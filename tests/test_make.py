@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader import synthetic
+from support import synthetic
 
 ROOT = Path(__file__).resolve().parent.parent
 A = "05_scaled_attention"

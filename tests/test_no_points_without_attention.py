@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from baselines import BASELINES
-from grader.core import evaluate
-from grader.exercises import EXERCISES
+from grader.checks.core import evaluate
+from grader.checks.exercises import EXERCISES
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 

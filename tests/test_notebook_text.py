@@ -6,7 +6,7 @@ import re
 import nbformat
 import pytest
 
-from grader import notebooks
+from grader.instructor import notebooks
 
 SOLUTIONS = notebooks.notebook_paths("solutions")
 ids = lambda p: p.parent.name

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import notebooks
+from grader.instructor import notebooks
 
 ROOT = notebooks.ROOT
 SANITIZE = Path(__file__).with_name("nbval_sanitize.cfg")

@@ -10,7 +10,8 @@ import nbformat
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET, db_scores
-from grader import instructor, synthetic
+from grader.instructor import cli as instructor
+from support import synthetic
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
 

@@ -138,7 +138,7 @@ def test_tampering_is_flagged_where_the_instructor_looks_and_honest_work_is_not(
     score is the one the course's own cells give."""
     from nbgrader.api import Gradebook
 
-    from grader import synthetic
+    from support import synthetic
     from grader.grading import layout
     from grader.grading.flags import HEADING
 

@@ -9,7 +9,8 @@ import zipfile
 import nbformat
 
 from conftest import db_scores
-from grader import instructor, synthetic
+from grader.instructor import cli as instructor
+from support import synthetic
 from grader.grading.status import Status
 
 A = "05_scaled_attention"

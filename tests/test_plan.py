@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 import grader
-from grader.exercises import EXERCISES
+from grader.checks.exercises import EXERCISES
 from grader.grading import plan
 from grader.grading.layout import ROOT, assignments
 from grader.grading.status import fingerprint
@@ -88,7 +88,7 @@ def test_grading_inputs_cover_code_config_and_due_date(tmp_path):
 
 
 def test_outcomes_are_typed_data():
-    from grader.core import evaluate
+    from grader.checks.core import evaluate
     from answers import CORRECT, student_from
 
     exercise = EXERCISES["masked_softmax"]

@@ -5,8 +5,8 @@ import re
 import nbformat
 import pytest
 
-from grader import notebooks
-from grader.exercises import EXERCISES
+from grader.instructor import notebooks
+from grader.checks.exercises import EXERCISES
 from grader.grading import plan
 
 SOLUTIONS = notebooks.notebook_paths("solutions")

@@ -1,7 +1,8 @@
 """The roster: nbgrader's own import, Canvas' gradebook export as a roster, and clear refusals."""
 import pytest
 
-from grader import roster, synthetic
+from grader.instructor import roster
+from support import synthetic
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ dispatch modes, fails its rule or is flagged; honest answers are neither."""
 import nbformat
 import pytest
 
-from grader import synthetic
-from grader.exercises import EXERCISES
+from support import synthetic
+from grader.checks.exercises import EXERCISES
 from grader.grading import layout
 from grader.grading.scan import constant_text, scan
-from grader.shortcuts import DEFAULTS
+from grader.checks.shortcuts import DEFAULTS
 
 ROOT = layout.ROOT
 IMPORTS = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
@@ -180,8 +180,8 @@ def test_a_local_name_shared_with_a_scratch_cell_is_not_a_shortcut():
 
 def test_the_students_own_function_of_a_forbidden_name_is_not_a_shortcut():
     """08's cache calling the student's own 05 answer (the in-kernel watch and the scan)."""
-    from grader import diagnosis
-    from grader.student_call import code_facts
+    from grader.checks import diagnosis
+    from grader.checks.student_call import code_facts
 
     code = ("def scaled_dot_product_attention(q, k, v, mask=None):\n"
             "    return torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, dim=-1) @ v\n"

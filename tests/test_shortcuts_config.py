@@ -4,7 +4,7 @@ from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
-from grader import shortcuts
+from grader.checks import shortcuts
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ import copy
 import nbformat
 import pytest
 
-from grader import synthetic
+from support import synthetic
 from grader.grading import layout
 from grader.grading.tamper import changes
 

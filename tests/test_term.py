@@ -13,7 +13,9 @@ import nbformat
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET
-from grader import instructor, lms, report, roster, synthetic
+from grader.instructor import cli as instructor
+from grader.instructor import lms, report, roster
+from support import synthetic
 from grader.grading import autograde, layout as pipeline
 
 pytestmark = pytest.mark.xdist_group("term")

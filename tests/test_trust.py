@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, SECRET_ENV, db_scores
-from grader import synthetic
+from support import synthetic
 from grader.grading import layout
 from grader.grading.autograde import Grading
 from grader.grading.status import Status

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 import torch
 
-from grader import notebooks
+from grader.instructor import notebooks
 from notebook_helpers.text import Vocabulary
 from notebook_helpers.widgets import HeadSizeExplorer, SoftmaxSharpener, TextGenerator, entropy
 

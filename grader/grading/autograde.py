@@ -14,9 +14,10 @@ run in a course folder of its own. By default the tasks run on an embedded
 existing cluster (dask-jobqueue on Slurm/PBS, the Dask Helm chart on Kubernetes, ...)
 whose workers have the same environment and commit of the course.
 
-This process is the only writer of the course gradebook: it merges each result as it
-arrives, in one transaction, moves the autograded files into place and records the
-submission's fingerprint in autograded/.status.json. Re-running skips what has not
+This process is the only writer of the course gradebook: it merges each result
+(grader.grading.results) as it arrives, in one transaction, moves the autograded files into
+place and records the submission's fingerprint and the outcomes of its checks in
+autograded/.status.json, the one store of outcomes. Re-running skips what has not
 changed (files, the assignment's source, the grader's code and data, the configuration,
 the due date, the settings); `--force` regrades everything. A worker that dies has its
 task rerun elsewhere by the scheduler, once; a submission that kills a second worker (the
@@ -45,8 +46,9 @@ import time
 import warnings
 from pathlib import Path
 
-from grader import late
+from grader.instructor import extensions
 from grader.grading import layout
+from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, Record
 from grader.grading.status import Status, fingerprint, grading_inputs
 from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission
 
@@ -216,7 +218,7 @@ class Grading:
                 reason = str(err) if isinstance(err, Refused) else \
                     f"it could not be read ({type(err).__name__}: {str(err)[:200]})"
                 fp = fingerprint({}, inputs[assignment], {**settings, "refused": reason})
-                refused.append((SubmissionResult(student, assignment, "needs_attention", reason), fp))
+                refused.append((SubmissionResult(student, assignment, NEEDS_ATTENTION, reason), fp))
                 continue
             entry = self.status.get(student, assignment)
             if not self.force and entry and entry.get("fingerprint") == fp:
@@ -228,6 +230,7 @@ class Grading:
     def _jobs(self, todo, workdir):
         templates, sources = {}, {}
         config_text = (self.root / "nbgrader_config.py").read_text()
+        granted = extensions.load(self.root)
         for student, assignment, files, fp in todo:
             if assignment not in templates:
                 templates[assignment] = layout.gradebook_template(
@@ -236,7 +239,8 @@ class Grading:
                 sources[assignment] = {str(p.relative_to(base)): p.read_bytes()
                                        for p in sorted(base.rglob("*")) if p.is_file()}
             yield Job(student, assignment, layout.expected_notebooks(self.root, assignment), files,
-                      sources[assignment], templates[assignment], config_text, self.settings), fp
+                      sources[assignment], templates[assignment], config_text, self.settings,
+                      granted.get((student, assignment))), fp
 
     # --- the run --------------------------------------------------------------------
 
@@ -248,10 +252,10 @@ class Grading:
         todo, refused, skipped = self.plan(students, assignments)
         layout.add_students(self.root, self.config,
                             sorted({s for s, *_ in todo} | {r.student for r, _ in refused}))
-        summary = {"graded": 0, "needs_attention": 0, "skipped": skipped}
+        summary = {GRADED: 0, NEEDS_ATTENTION: 0, "skipped": skipped}
         for result, fp in refused:
             self.merge_safely(result, fp)
-            summary["needs_attention"] += 1
+            summary[NEEDS_ATTENTION] += 1
         if not todo:
             return summary
         from nbgrader.api import Gradebook
@@ -368,7 +372,7 @@ class Grading:
                 except KilledWorker as err:
                     # Its fingerprint is recorded: later runs do not try it again (and lose
                     # workers again) until the submission or the grader changes.
-                    result = SubmissionResult(job.student, job.assignment, "needs_attention",
+                    result = SubmissionResult(job.student, job.assignment, NEEDS_ATTENTION,
                                               _killed_reason(client, err))
                 except UnfitWorker as err:
                     raise RunStopped(f"{err}: start every worker from the same commit and "
@@ -383,7 +387,7 @@ class Grading:
                     if _scheduler_gone(client, err):
                         raise RunStopped(self._lost_message(err)) from None
                     result, fp = SubmissionResult(
-                        job.student, job.assignment, "needs_attention",
+                        job.student, job.assignment, NEEDS_ATTENTION,
                         f"the cluster could not grade it ({type(err).__name__}: "
                         f"{str(err)[:200]}); the next run tries again"), None
                 future.release()  # the result leaves the cluster once merged
@@ -426,50 +430,51 @@ class Grading:
             reason = (f"its result could not be recorded ({type(err).__name__}: "
                       f"{str(err)[:200]})")
             try:
-                self.merge(SubmissionResult(result.student, result.assignment, "needs_attention",
+                self.merge(SubmissionResult(result.student, result.assignment, NEEDS_ATTENTION,
                                             reason, result.elapsed), fp)
             except Exception:  # not even in the gradebook: the status still lists it
-                self.status.set(result.student, result.assignment,
-                                {"fingerprint": fp, "status": "needs_attention", "reason": reason,
-                                 "graded_at": time.time(), "elapsed": round(result.elapsed, 2)})
-            return "needs_attention"
+                record = Record(NEEDS_ATTENTION, fp, time.time(), round(result.elapsed, 2), reason)
+                self.status.set(result.student, result.assignment, record.to_json())
+            return NEEDS_ATTENTION
 
     def merge(self, result, fp):
-        """Record one result: the only place that writes the course gradebook and status."""
+        """Record one result: the only place that writes the course gradebook and status.
+        The late penalty is the worker's: nbgrader's run applied the course's policy
+        (grader.late) to the score it gave, from the student's extended due date."""
         from nbgrader.api import MissingEntry
 
         student, assignment = result.student, result.assignment
         final = self.root / "autograded" / student / assignment
-        entry = {"fingerprint": None if result.retry else fp,  # no fingerprint: graded again
-                 "status": result.status, "graded_at": time.time(),
-                 "elapsed": round(result.elapsed, 2)}
+        record = Record(result.status, None if result.retry else fp,  # no fingerprint: graded again
+                        time.time(), round(result.elapsed, 2))
         with self._gradebook() as gb:
-            if result.status == "graded":
+            if result.status == GRADED:
                 _replace_dir(final, result.files)
                 kwargs = {"timestamp": result.timestamp} if result.timestamp else {}
                 gb.update_or_create_submission(assignment, student, **kwargs)
                 for name, nb in result.notebooks.items():
-                    sub_nb = gb.find_submission_notebook(name, assignment, student)
-                    for grade in sub_nb.grades:
-                        score, _, manual = nb["grades"].get(grade.name, [None, None, True])
-                        grade.auto_score, grade.needs_manual_grade = score, manual
-                    for comment in sub_nb.comments:
-                        comment.auto_comment = nb["comments"].get(comment.name)
-                    sub_nb.late_submission_penalty = nb["late_penalty"]
+                    _record_notebook(gb.find_submission_notebook(name, assignment, student), nb)
                 gb.db.commit()
-                late.apply(gb, self.config, assignment, student)  # the course's late policy
-                entry["notebooks"] = {name: {"outcomes": nb["outcomes"],
-                                             "budget_exceeded": nb["budget_exceeded"],
-                                             "flags": nb.get("flags", [])}
-                                      for name, nb in result.notebooks.items()}
+                record.notebooks = {name: nb.checks for name, nb in result.notebooks.items()}
             else:
                 try:
                     gb.remove_submission(assignment, student)  # no stale grades
                 except MissingEntry:
                     pass
                 shutil.rmtree(final, ignore_errors=True)
-                entry["reason"] = result.reason
-        self.status.set(student, assignment, entry)
+                record.reason = result.reason
+        self.status.set(student, assignment, record.to_json())
+
+
+def _record_notebook(sub_nb, nb):
+    """One NotebookResult into the course gradebook's notebook: scores, comments, penalty."""
+    missing = CellGrade(None, None, True)  # a cell nbgrader did not grade: a person does
+    for grade in sub_nb.grades:
+        cell = nb.grades.get(grade.name, missing)
+        grade.auto_score, grade.needs_manual_grade = cell.auto_score, cell.needs_manual_grade
+    for comment in sub_nb.comments:
+        comment.auto_comment = nb.comments.get(comment.name)
+    sub_nb.late_submission_penalty = nb.late_penalty
 
 
 def _scheduler_gone(client, err):
@@ -529,17 +534,6 @@ def _replace_dir(dst, files):
     os.replace(tmp, dst)
 
 
-def mistakes(entry):
-    """{notebook/grade_id: name of the mistake} the checks named in one graded submission."""
-    found = {}
-    for name, nb in (entry.get("notebooks") or {}).items():
-        for grade_id, outcomes in nb.get("outcomes", {}).items():
-            for outcome in outcomes:
-                if outcome.get("mistake"):
-                    found[f"{name}/{grade_id}"] = outcome.get("mistake_name") or outcome["mistake"]
-    return found
-
-
 def default_jobs():
     """One embedded worker per core this process may run on."""
     try:
@@ -576,7 +570,7 @@ def main(argv=None):
     try:
         summary = grading.run(args.student, args.assignment)
     except RunStopped as err:
-        stopped, summary = err, err.summary or {"graded": 0, "needs_attention": 0, "skipped": 0}
+        stopped, summary = err, err.summary or {GRADED: 0, NEEDS_ATTENTION: 0, "skipped": 0}
     where = args.scheduler or f"{grading.jobs} local worker(s)"
     print(_summary(summary, len(chosen), _selection(args), time.monotonic() - start, where))
     attention = [(s, a, e) for s, a, e in grading.status.attention() if (s, a) in chosen]

@@ -2,7 +2,7 @@
 
 The trusted grading process never runs student code. To check a function or class, it
 asks the kernel to run a short piece of code carrying the call (plain tensors and
-numbers, see grader/student_call.py, saved by torch and base64-encoded): the code looks
+numbers, see grader/checks/student_call.py, saved by torch and base64-encoded): the code looks
 the object up by name in the notebook's namespace, runs the call and saves the result
 as a file in the kernel's working folder. The channel's own code (student_call.py and
 the kernel side below) is sent to a kernel once, as the module `_grading_channel`;
@@ -34,7 +34,7 @@ import stat
 import zipfile
 from pathlib import Path
 
-from grader.core import RemoteError
+from grader.checks.core import RemoteError
 
 MAX_REPLY_BYTES = 16 * 2**20  # compressed, as written by the kernel
 MAX_UNPACKED_BYTES = 64 * 2**20  # inside the zip
@@ -44,7 +44,7 @@ MAX_PICKLE_OBJECTS = 100_000  # objects the pickle may build
 MAX_PICKLE_DEPTH = 64  # objects open at once on the pickle's stack (nesting)
 MAX_MESSAGE = 4000  # characters of an error message
 MODULE = "_grading_channel"
-STUDENT_CALL = Path(__file__).resolve().parent.parent / "student_call.py"
+STUDENT_CALL = Path(__file__).resolve().parent.parent / "checks" / "student_call.py"
 
 # Runs in the student's kernel, as module _grading_channel beside student_call's source
 # (installed once per kernel, see INSTALL). It imports only torch and writes one file per call.
@@ -290,8 +290,8 @@ class KernelChannel:
         self.counter = itertools.count()
 
     def student(self, name):
-        """The student's object as the checks see it (grader.core.RemoteStudent)."""
-        from grader.core import RemoteStudent
+        """The student's object as the checks see it (grader.checks.core.RemoteStudent)."""
+        from grader.checks.core import RemoteStudent
 
         def call(spec):
             out, student.changed = self.call(name, spec)

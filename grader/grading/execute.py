@@ -19,8 +19,11 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   grader.grading.channel on inputs chosen here (visible checks: the fixed inputs; hidden
   checks: fresh sizes and seeds). Each check's outcome becomes the cell's output: one
   tick line per passing check, or the message of the first failing one as an error (so
-  nbgrader's SaveAutoGrades scores it 0), and the typed outcomes are written beside the
-  autograded notebook as <notebook>.grading.json;
+  nbgrader's SaveAutoGrades scores it 0). For `make autograde` (`write_checks`), the typed
+  outcomes, the flags and whether the budget ran out (grader.grading.results.NotebookChecks)
+  leave nbgrader's run as <notebook>.grading.json beside the autograded notebook, which
+  grader.grading.submission reads and takes out again: the merge records them in
+  autograded/.status.json;
 - the given code cells after the notebook's last solution or test cell (demonstrations:
   plots, a model trained to look at) are not run unless `run_after_last_graded` is set:
   nothing there can change a grade, and in 04–06 they are a third of a notebook's time.
@@ -29,33 +32,36 @@ import asyncio
 import base64
 import json
 import os
-import random
 import signal
 import time
 from pathlib import Path
 
 import nbformat
 from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode, default
 
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
-from grader import shortcuts
+from grader.checks import shortcuts
 from grader.grading import bounds, plan, scan, tamper
+from grader.grading.results import NotebookChecks
+from grader.outcome import Outcome, check_label, draw_seed
 
 BUDGET_ERROR = "NotebookTimeBudgetExceeded"
 TIMEOUT_ERROR = "CellTimeoutError"
 WALL_CEILING_ERROR = "NotebookWallClockCeilingReached"
+MEMORY_ERROR = "MemoryLimitExceeded"  # the sandbox's memory limit stopped its kernel
 CELL_CPU_ERROR = TIMEOUT_ERROR
 # A cell whose sandbox gets less than this share of one CPU over a whole cell limit is
 # waiting (sleep, blocked input), not computing on a busy machine: it is stopped then.
 IDLE_SHARE = 0.02
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
-OUTCOMES_SUFFIX = ".grading.json"
-FLAGS_KEY = "grading_flags"  # resources: [Flag as dict] for grader.grading.flags.SaveFlags
+OUTCOMES_SUFFIX = ".grading.json"  # NotebookChecks, from nbgrader's run to the worker
+FLAGS_KEY = "grading_flags"  # resources: [Flag] for grader.grading.flags.SaveFlags
 
 
 def outcomes_path(autograded_dir, notebook):
@@ -73,7 +79,7 @@ class GradingExecute(Execute):
     call_timeout = Integer(
         20, help="Seconds one call of the student's code by a check may take.").tag(config=True)
     device = Unicode(
-        "", help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
+        help="Device the checks run on (default: $GRADER_DEVICE, else cpu).").tag(config=True)
     max_output_bytes = Integer(
         bounds.OutputBounds.output, help="Bytes of one output a graded notebook keeps (the rest "
                                          "is replaced by a note).").tag(config=True)
@@ -87,13 +93,28 @@ class GradingExecute(Execute):
     interrupt_grace = Integer(
         10, help="Seconds a kernel interrupted at a cell's time limit has to become idle (after "
                  "nbclient's iopub_timeout) before it is stopped.").tag(config=True)
+    interrupt_cpu_grace = Float(
+        2.0, help="Where budgets count CPU time: CPU seconds a cell interrupted at its CPU limit "
+                  "may still use before it counts as ignoring the interrupt and its kernel, with "
+                  "its whole sandbox, is stopped (or interrupt_grace seconds of waiting).").tag(config=True)
     wall_factor = Integer(
         4, help="Where budgets count CPU time: the wall-clock ceiling of a cell and of the "
                 "notebook, as a multiple of their CPU limits (only a stalled machine reaches "
                 "it; the submission is then graded again later).").tag(config=True)
+    write_checks = Bool(
+        False, help="Write the checks' typed outcomes beside the autograded notebook as "
+                    "<notebook>.grading.json (make autograde's worker reads it and takes it "
+                    "out again).").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
+
+    @default("device")
+    def _default_device(self):
+        """The device, decided here once for the whole notebook: $GRADER_DEVICE, else cpu."""
+        from grader.checks.core import DEVICE_ENV
+
+        return os.environ.get(DEVICE_ENV) or "cpu"
 
     # --- the notebook ---------------------------------------------------------------
 
@@ -101,8 +122,10 @@ class GradingExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_budget
         self._cpu_start = None  # the sandbox's CPU seconds when its first cell ran
         self._calling = False
-        self._plans, self._outcomes, self._channel = None, {}, None
+        self._plans, self._channel = None, None
+        self._checks = NotebookChecks()
         self._stopped = None  # why the kernel was stopped (a cell that ignored its interrupt)
+        self._stop_error = TIMEOUT_ERROR  # or MEMORY_ERROR
         self._bounds = bounds.OutputBounds(self.max_output_bytes, self.max_cell_output_bytes,
                                            self.max_notebook_output_bytes)
         info = (resources or {}).get("nbgrader", {})
@@ -113,16 +136,15 @@ class GradingExecute(Execute):
         # what the kernel cannot hide: tampering found before the cells were restored, and
         # the student's source read here (grader.grading.tamper, grader.grading.scan)
         self._source = scan.scan(nb, course)
-        self._flags = tamper.taken(nb) + self._source.flags
+        self._checks.flags = tamper.taken(nb) + self._source.flags
         self._folder = str(Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve())
         self._last_graded = max((i for i, c in enumerate(nb.cells)
                                  if utils.is_grade(c) or utils.is_solution(c) or utils.is_task(c)), default=None)
         nb, resources = super().preprocess(nb, resources, km)
-        flags = [vars(f) for f in self._flags]
-        resources[FLAGS_KEY] = flags
-        if self._plans is not None:
+        resources[FLAGS_KEY] = self._checks.flags
+        if self.write_checks and info.get("notebook"):
             resources.setdefault("outputs", {})[f"{info['notebook']}{OUTCOMES_SUFFIX}"] = \
-                json.dumps({"cells": self._outcomes, "flags": flags}, indent=1).encode()
+                json.dumps(self._checks.to_json(), indent=1).encode()
         return nb, resources
 
     def _load_source(self, assignment, notebook):
@@ -180,25 +202,37 @@ class GradingExecute(Execute):
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         limit = self._cell_limit(cell) if self._sandbox_cpu() is not None else None
-        watch = asyncio.ensure_future(self._watch_cpu(limit)) if limit else None
+        interrupted = []  # the watch's reason, once it has interrupted the kernel
+        watch = asyncio.ensure_future(self._watch_cpu(limit, interrupted)) if limit else None
         try:
             cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        except DeadKernelError:
+            if self._killed_for_memory():
+                cell.outputs.append(error_output(MEMORY_ERROR, f"{MEMORY_ERROR}: {self._stopped}"))
+                return cell
+            if not (interrupted and getattr(self, "_stopped", None)):
+                raise
+            # the cell ignored the watch's interrupt, so the watch stopped its kernel
         finally:
             if watch is not None:
                 watch.cancel()
-        if watch is not None and not watch.cancelled() and watch.done() and watch.result():
+        if interrupted:
             why = {"cpu": f"used more than {limit} s of CPU time",
-                   "idle": f"waited {limit} s without computing"}[watch.result()]
+                   "idle": f"waited {limit} s without computing"}[interrupted[0]]
             cell.outputs.append(error_output(
                 CELL_CPU_ERROR, f"{CELL_CPU_ERROR}: the cell {why} and was interrupted"))
+            if getattr(self, "_stopped", None):
+                cell.outputs.append(error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: {self._stopped}"))
         return cell
 
     execute_cell = run_sync(async_execute_cell)
 
-    async def _watch_cpu(self, limit):
+    async def _watch_cpu(self, limit, interrupted):
         """Interrupt the kernel once this cell has used `limit` CPU seconds ("cpu"), or has
         computed next to nothing for `limit` seconds of wall time ("idle": it sleeps or
-        waits, which no load of the machine explains); None while neither happened."""
+        waits, which no load of the machine explains), and append the reason to
+        `interrupted`. A cell still running after a short grace ignored the interrupt:
+        its kernel is stopped with its whole sandbox (_stop_kernel)."""
         start = window_cpu = self._sandbox_cpu()
         window_start = time.monotonic()
         while True:
@@ -213,7 +247,35 @@ class GradingExecute(Execute):
                 window_start, window_cpu = time.monotonic(), now
             if reason:
                 await ensure_async(self.km.interrupt_kernel())
-                return reason
+                interrupted.append(reason)
+                await self._stop_if_still_busy(now, limit)
+                return
+
+    def _killed_for_memory(self):
+        """After the kernel died: True, with the reason in _stopped, where its sandbox's
+        memory limit (a cgroup's, for all its processes) killed it."""
+        provisioner = getattr(getattr(self, "km", None), "provisioner", None)
+        kills = getattr(provisioner, "sandbox_oom_kills", None)
+        if kills is None or not kills():
+            return False
+        self._stop_error = MEMORY_ERROR
+        self._stopped = (f"the sandbox was stopped for using more than its memory limit "
+                         f"({provisioner.total_memory / 2**30:g} GiB for all its processes)")
+        return True
+
+    async def _stop_if_still_busy(self, cpu_at_interrupt, limit):
+        """Called by the watch after its interrupt, and cancelled when the cell ends: a cell
+        that uses interrupt_cpu_grace more CPU seconds, or is still running after
+        interrupt_grace seconds, ignored the interrupt (SIGINT ignored, a fork bomb)."""
+        waited = time.monotonic() + self.interrupt_grace
+        while time.monotonic() < waited:
+            await asyncio.sleep(0.05)
+            now = self._sandbox_cpu()
+            if now is None:
+                return
+            if now - cpu_at_interrupt > self.interrupt_cpu_grace:
+                break
+        await self._stop_kernel(limit)
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code" and self._wall_left() <= 0:
@@ -221,17 +283,19 @@ class GradingExecute(Execute):
                        f"({self.notebook_budget * self.wall_factor} s) before its CPU budget; "
                        "it is graded again on the next run")
             cell.outputs = [error_output(WALL_CEILING_ERROR, f"{WALL_CEILING_ERROR}: {message}")]
+            self._checks.stalled = True
             return cell, resources
         if cell.cell_type == "code" and self._remaining() <= 0:
             message = (f"the notebook used up its time budget of {self.notebook_budget} s; "
                        "this cell was not run")
             cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
+            self._checks.budget_exceeded = True
             return cell, resources
         if self._plans is not None and plan.is_test_cell(cell):
             self._grade_test_cell(cell, index)
             return cell, resources
         if cell.cell_type == "code" and getattr(self, "_stopped", None):
-            cell.outputs = [error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: not run: {self._stopped}")]
+            cell.outputs = [error_output(self._stop_error, f"{self._stop_error}: not run: {self._stopped}")]
             cell.execution_count = None
             return cell, resources
         if (cell.cell_type == "code" and not self.run_after_last_graded and self._plans is not None
@@ -305,10 +369,10 @@ class GradingExecute(Execute):
 
     def _run_code(self, code, index):
         """Run code in the kernel as a throwaway cell; None, or a RemoteError."""
-        from grader.core import RemoteError
+        from grader.checks.core import RemoteError
 
         if self._stopped:
-            return RemoteError("TimeoutError", self._stopped)
+            return RemoteError(self._stop_error, self._stopped)
         probe = nbformat.v4.new_code_cell(code)
         test_cell = self.nb.cells[index]
         self._calling = True
@@ -318,8 +382,8 @@ class GradingExecute(Execute):
             self._calling = False
             self.nb.cells[index] = test_cell  # nbclient stores the cell it ran at its index
         errors = [out for out in probe.outputs if out.output_type == "error"]
-        if self._stopped:  # this call ignored its interrupt: the kernel was stopped
-            return RemoteError("TimeoutError", self._stopped)
+        if self._stopped:  # this call ignored its interrupt, or its memory limit killed the kernel
+            return RemoteError(self._stop_error, self._stopped)
         if any("Timeout" in out.ename or out.ename == "KeyboardInterrupt" for out in errors):
             # nbclient interrupted the call at its time limit (nothing else interrupts it)
             return RemoteError("TimeoutError", f"no answer within {self.call_timeout} s")
@@ -328,8 +392,8 @@ class GradingExecute(Execute):
         return None
 
     def _grade_test_cell(self, cell, index):
-        from grader.core import evaluate
-        from grader.exercises import EXERCISES
+        from grader.checks.core import evaluate
+        from grader.checks.exercises import EXERCISES
         from grader.grading.channel import KernelChannel
 
         grade_id = cell.metadata["nbgrader"]["grade_id"]
@@ -337,29 +401,28 @@ class GradingExecute(Execute):
         if checks is None:
             cell.outputs = [error_output(CHECK_ERROR, f"test cell {grade_id} is not part of this "
                                                       "assignment's source")]
-            self._outcomes[grade_id] = []
+            self._checks.outcomes[grade_id] = []
             return
-        device = self.device or os.environ.get("GRADER_DEVICE") or "cpu"
+        device = self.device
         if self._channel is None:  # one per kernel: its code is sent to the kernel once
             pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
             self._channel = KernelChannel(lambda code: self._run_code(code, self._test_index),
                                           self._folder, device,
                                           host_root=f"/proc/{pid}/root" if pid else "")
         self._test_index, channel = index, self._channel
-        rng = random.SystemRandom()
         forbidden = shortcuts.forbidden(self.config)
         outputs, outcomes = [], []
         for check in checks:
-            seed = check.seed if check.seed is not None else rng.randrange(2**31)
+            # a hidden check's seed is decided here, once: the plan's, else a fresh one
+            seed = (draw_seed() if check.seed is None else check.seed) if check.hidden else None
             if self._stopped:
                 outcome = _timed_out(EXERCISES[check.exercise], check, seed, self._stopped)
             else:
                 used = self._source.uses(forbidden.get(check.exercise, ()), check.student)
                 outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student),
-                                   check.focus, hidden=check.hidden,
-                                   seed=seed if check.hidden else None,
+                                   check.focus, hidden=check.hidden, seed=seed,
                                    device=device, graded=True, config=self.config, source_uses=used)
-            outcomes.append(outcome.to_json())
+            outcomes.append(outcome)
             if outcome.passed:
                 outputs.append(nbformat.v4.new_output("stream", name="stdout", text=outcome.line() + "\n"))
             else:
@@ -371,15 +434,11 @@ class GradingExecute(Execute):
                 break
         cell.outputs = outputs
         cell.execution_count = None
-        self._outcomes[grade_id] = outcomes
+        self._checks.outcomes[grade_id] = outcomes
 
 
 def _timed_out(exercise, check, seed, reason):
     """The failed outcome of a check that was not run: the kernel had been stopped."""
-    from grader.core import Outcome
-
-    where = f" (hidden check, seed {seed})" if check.hidden else ""
-    label = f"{check.student}: {exercise.focuses[check.focus].description}{where}"
-    return Outcome(exercise.name, check.student, check.focus, check.hidden,
-                   seed if check.hidden else None, passed=False, label=label,
-                   message=f"{label}\n  not checked: {reason}")
+    label = check_label(check.student, exercise.focuses[check.focus].description, check.hidden, seed)
+    return Outcome(exercise.name, check.student, check.focus, check.hidden, seed, passed=False,
+                   label=label, message=f"{label}\n  not checked: {reason}")

@@ -79,7 +79,7 @@ def ensure_gradebook(root, config):
             except MissingEntry:
                 missing.append(name)
     if missing:
-        from grader import notebooks
+        from grader.instructor import notebooks
         notebooks.generate(root, missing)
 
 

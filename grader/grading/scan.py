@@ -1,12 +1,12 @@
 """The submission's source, read by the trusted grading process: what the kernel could hide.
 
-The in-kernel watch (grader.student_call) sees what the student's code does when it runs,
+The in-kernel watch (grader.checks.student_call) sees what the student's code does when it runs,
 so the student's own code can switch it off or go around it: a forbidden function reached
 through ``getattr`` with a built name, through ``importlib``, or run with torch's dispatch
 modes disabled. Here the same rules are judged from the code itself, after IPython's
 transforms (magics and ``!`` commands become Python), with ``ast``:
 
-- ``uses(exercise_key, student_name)``: a forbidden function (grader.shortcuts) that the
+- ``uses(exercise_key, student_name)``: a forbidden function (grader.checks.shortcuts) that the
   exercise's object or anything it reaches in the student's cells names: an attribute, a
   global, an import, a string (literal or built from literals) given to ``getattr`` and
   friends. Such a check fails as a shortcut, as the in-kernel watch would fail it.

@@ -1,8 +1,9 @@
 """autograded/.status.json: what was graded from which files, with which result.
 
-One entry per (student, assignment): the fingerprint of everything the grade depends
-on, "graded" or "needs_attention" (with the reason), and the typed outcomes of every
-check. The file is replaced atomically, so a killed run never leaves half of it, and a
+One entry per (student, assignment), a grader.grading.results.Record: the fingerprint of
+everything the grade depends on, "graded" or "needs_attention" (with the reason), and the
+typed outcomes of every check. It is the one store of outcomes: grades.csv, the report and
+the tests read them here. The file is replaced atomically, so a killed run never leaves half of it, and a
 re-run regrades exactly what changed.
 
 A large class is not rewritten whole for every submission: past SMALL entries, each
@@ -17,6 +18,7 @@ import os
 from pathlib import Path
 
 from grader.grading.layout import ROOT
+from grader.grading.results import Record
 
 
 SMALL = 500  # entries below which every set rewrites the whole file
@@ -77,6 +79,11 @@ class Status:
         for student, by_assignment in sorted(self.data.items()):
             for assignment, entry in sorted(by_assignment.items()):
                 yield student, assignment, entry
+
+    def records(self):
+        """(student, assignment, Record) for every entry."""
+        for student, assignment, entry in self.entries():
+            yield student, assignment, Record.from_json(entry)
 
     def attention(self):
         return [(s, a, e) for s, a, e in self.entries() if e["status"] == "needs_attention"]

@@ -7,7 +7,9 @@ the assignment's source notebooks, a gradebook template that knows the assignmen
 course's nbgrader configuration file and the grading settings. The function builds a
 throwaway course folder of its own, runs nbgrader's autograde there (which executes
 the notebook through grader.grading.execute in a fresh kernel), reads the scores nbgrader
-recorded and the typed outcomes of every check, and returns them with the autograded
+recorded (with the late penalty that the course's policy, grader.late, gives them, from the
+student's extended due date where the job carries an extension) and the typed outcomes of
+every check, and returns them (grader.grading.results.NotebookResult) with the autograded
 files. It never writes the course's gradebook or status: the caller merges results.
 It can therefore run anywhere the course's environment is installed: in this process,
 in a worker process, or on another machine of a cluster.
@@ -18,9 +20,11 @@ import shutil
 import stat
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, NotebookChecks, NotebookResult
 
 MAX_SUBMISSION_BYTES = 64 * 2**20
 MAX_FILES = 200
@@ -45,28 +49,32 @@ class Job:
     gradebook: bytes  # a gradebook.db that knows the assignment and no student
     config: str  # the text of the course's nbgrader_config.py
     settings: Settings = field(default_factory=Settings)
+    extension: Optional[object] = None  # grader.extensions.Extension: the student's, if granted
 
 
 @dataclass
 class SubmissionResult:
     student: str
     assignment: str
-    status: str  # "graded" or "needs_attention"
+    status: str  # GRADED or NEEDS_ATTENTION
     reason: str = ""
     elapsed: float = 0.0
     timestamp: Optional[str] = None
-    # notebook -> {"grades": {grade_id: [auto_score, max_score, needs_manual_grade]},
-    #              "comments": {name: text}, "late_penalty": float,
-    #              "outcomes": {grade_id: [Outcome as dict, ...]}, "budget_exceeded": bool,
-    #              "flags": [Flag as dict, ...]}
-    notebooks: dict = field(default_factory=dict)
+    notebooks: dict = field(default_factory=dict)  # notebook -> NotebookResult
     files: dict = field(default_factory=dict)  # relative path -> bytes: the autograded folder
     retry: bool = False  # not graded because the machine stalled: grade it again next run
 
     def to_json(self):
-        data = asdict(self)
-        data.pop("files")
-        return data
+        """The result without its files, as JSON."""
+        return {"student": self.student, "assignment": self.assignment, "status": self.status,
+                "reason": self.reason, "elapsed": self.elapsed, "timestamp": self.timestamp,
+                "notebooks": {name: nb.to_json() for name, nb in self.notebooks.items()},
+                "retry": self.retry}
+
+    @classmethod
+    def from_json(cls, data):
+        return cls(**{**data, "notebooks": {name: NotebookResult.from_json(nb)
+                                            for name, nb in data["notebooks"].items()}})
 
 
 class Refused(Exception):
@@ -175,6 +183,7 @@ def _config(course, job):
     config.GradingExecute.notebook_budget = job.settings.notebook_budget
     config.GradingExecute.call_timeout = job.settings.call_timeout
     config.GradingExecute.device = job.settings.device
+    config.GradingExecute.write_checks = True  # read by _checks, then taken out
     if job.settings.kernel_name:
         config.GradingExecute.kernel_name = job.settings.kernel_name
     return config
@@ -196,14 +205,24 @@ def _explain(log):
     return "autograde failed: " + ((errors or lines)[-1][:300] if lines else "no log")
 
 
-def _results(course, job):
-    """Scores nbgrader recorded, and the outcomes the grading preprocessor wrote."""
+def _checks(out, notebook):
+    """The NotebookChecks the grading preprocessor handed out of nbgrader's run, taken out
+    of the autograded folder (the merge records them in autograded/.status.json)."""
     import json
 
-    import nbformat
-    from nbgrader.api import Gradebook
+    from grader.grading.execute import outcomes_path
 
-    from grader.grading.execute import BUDGET_ERROR, WALL_CEILING_ERROR, outcomes_path
+    path = outcomes_path(out, notebook)
+    if not path.exists():
+        return NotebookChecks()
+    checks = NotebookChecks.from_json(json.loads(path.read_text()))
+    path.unlink()
+    return checks
+
+
+def _results(course, job):
+    """Scores nbgrader recorded (late penalty included), and the checks of each notebook."""
+    from nbgrader.api import Gradebook
 
     out = course / "autograded" / job.student / job.assignment
     notebooks = {}
@@ -211,22 +230,12 @@ def _results(course, job):
         sub = gb.find_submission(job.assignment, job.student)
         timestamp = sub.timestamp.isoformat() if sub.timestamp else None
         for nb in sub.notebooks:
-            path = outcomes_path(out, nb.name)
-            recorded = json.loads(path.read_text()) if path.exists() else {}
-            outcomes = recorded.get("cells", {})
-            graded = nbformat.read(out / f"{nb.name}.ipynb", as_version=4)
-            errors = {o.get("ename") for c in graded.cells for o in c.get("outputs", [])
-                      if o.get("output_type") == "error"}
-            exceeded = BUDGET_ERROR in errors
-            notebooks[nb.name] = {
-                "grades": {g.name: [g.auto_score, g.max_score, g.needs_manual_grade] for g in nb.grades},
-                "comments": {c.name: c.auto_comment for c in nb.comments},
-                "late_penalty": nb.late_submission_penalty,
-                "outcomes": outcomes,
-                "budget_exceeded": exceeded,
-                "flags": recorded.get("flags", []),  # grader.grading.scan.Flag as dicts
-                "stalled": WALL_CEILING_ERROR in errors,
-            }
+            notebooks[nb.name] = NotebookResult(
+                grades={g.name: CellGrade(g.auto_score, g.max_score, g.needs_manual_grade)
+                        for g in nb.grades},
+                comments={c.name: c.auto_comment for c in nb.comments},
+                late_penalty=nb.late_submission_penalty,
+                checks=_checks(out, nb.name))
     return timestamp, notebooks
 
 
@@ -234,7 +243,7 @@ def grade_submission(job):
     """Grade one submission in a course folder of its own; never raises for the student's
     sake: whatever goes wrong becomes a "needs_attention" result with its reason."""
     start = time.monotonic()
-    result = SubmissionResult(job.student, job.assignment, "needs_attention")
+    result = SubmissionResult(job.student, job.assignment, NEEDS_ATTENTION)
     problem = check_notebooks(job.files, job.notebooks)
     if problem:
         result.reason = problem
@@ -245,6 +254,10 @@ def grade_submission(job):
         (course / "gradebook.db").write_bytes(job.gradebook)
         _write_tree(course / "solutions" / job.assignment, job.source)
         _write_tree(course / "submitted" / job.student / job.assignment, job.files)
+        if job.extension is not None:  # grader.late reads it from the course folder
+            from grader.instructor import extensions
+
+            extensions.save(course, {(job.student, job.assignment): job.extension})
         from grader.grading import layout
 
         api = layout.nbgrader_api(_config(course, job))
@@ -255,13 +268,13 @@ def grade_submission(job):
             result.reason = _explain(f"{outcome['log']}\n{outcome['error']}")
             return result
         result.timestamp, result.notebooks = _results(course, job)
-        if any(nb.pop("stalled") for nb in result.notebooks.values()):
+        if any(nb.checks.stalled for nb in result.notebooks.values()):
             result.notebooks, result.retry = {}, True
             result.reason = ("the machine was too busy: a notebook reached its wall-clock ceiling "
                              "before its CPU budget; graded again on the next run")
             return result
         result.files = _read_tree(out)
-        result.status = "graded"
+        result.status = GRADED
         return result
     except Exception as err:  # a broken submission must not take the caller down
         result.reason = _explain(f"{type(err).__name__}: {err}")

@@ -149,6 +149,18 @@ class SandboxCgroup:
                 return int(value)
         return 0
 
+    def oom_kills(self):
+        """How many of the group's processes the kernel killed for its memory limit."""
+        if self.support.version == "v1":
+            path = self.folders["memory"] / "memory.oom_control"
+        else:
+            path = self.folders["unified"] / "memory.events"
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
     def remove(self, wait=5.0):
         """Remove the group's folders once the sandbox's processes have left them (killed
         processes take a moment to exit); True if they are gone."""

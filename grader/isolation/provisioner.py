@@ -185,6 +185,16 @@ class SandboxProvisioner(LocalProvisioner):
         except OSError:
             return None
 
+    def sandbox_oom_kills(self):
+        """How many of the sandbox's processes were killed for its memory limit (total_memory),
+        or None where the sandbox has no cgroup to count them."""
+        if self.cgroup is None:
+            return None
+        try:
+            return self.cgroup.oom_kills()
+        except OSError:
+            return None
+
     async def launch_kernel(self, cmd, **kwargs):
         self.cwd = kwargs.get("cwd")
         errors = []

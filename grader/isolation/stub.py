@@ -53,8 +53,8 @@ del _key
 
 
 def _given_functions(names):
-    """Source of the named top-level functions of grader/reference.py, and its imports."""
-    source = (GRADER_DIR / "reference.py").read_text(encoding="utf-8")
+    """Source of the named top-level functions of grader/answers/reference.py, and its imports."""
+    source = (GRADER_DIR / "answers" / "reference.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     imports = [ast.get_source_segment(source, node) for node in tree.body
                if isinstance(node, (ast.Import, ast.ImportFrom))]
@@ -62,7 +62,7 @@ def _given_functions(names):
              if isinstance(node, ast.FunctionDef) and node.name in names}
     missing = sorted(set(names) - set(found))
     if missing:
-        raise LookupError(f"grader/reference.py has no function {', '.join(missing)}")
+        raise LookupError(f"grader/answers/reference.py has no function {', '.join(missing)}")
     return imports, [found[name] for name in names]
 
 

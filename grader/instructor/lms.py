@@ -23,7 +23,7 @@ they are valid UTF-8 (Linux ``zip`` writes them that way; Python's zipfile would
 cp437), or from the Info-ZIP Unicode path field; then put in Unicode's composed form.
 
 Submission times (for late penalties) come from the file name (Blackboard), from a times
-file the LMS exports beside the zip (grader.submission_times: Moodle's grading worksheet, a
+file the LMS exports beside the zip (grader.instructor.submission_times: Moodle's grading worksheet, a
 CSV of student and time), or from the zip entry times when ``c.LmsCollect.zip_times = True``
 (Canvas and Moodle stamp every entry with the time of the download, so it is off by
 default). Without a time, lateness is unknown: the submission is dated at the due date
@@ -51,9 +51,9 @@ from pathlib import Path, PurePosixPath
 from traitlets import Bool, Enum, Unicode
 from traitlets.config import Configurable
 
-from grader import submission_times
+from grader.instructor import submission_times
 from grader.grading import layout as pipeline
-from grader.submission_times import name_key
+from grader.instructor.submission_times import name_key
 
 NOTEBOOK = ".ipynb"
 MAX_BYTES = 100 * 2**20  # a notebook with plots is a few MiB; anything this large is not a submission

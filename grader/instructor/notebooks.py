@@ -1,7 +1,7 @@
 """Instructor tools for the notebooks: execute the sources, generate the release, validate.
 
-    python -m grader.notebooks execute [NAME ...]   # run solutions/ in place, keep outputs
-    python -m grader.notebooks release              # solutions/ -> notebooks/, then validate
+    python -m grader.instructor.notebooks execute [NAME ...]   # run solutions/ in place, keep outputs
+    python -m grader.instructor.notebooks release              # solutions/ -> notebooks/, then validate
 
 Generation and validation use nbgrader's own API, configured by nbgrader_config.py.
 """
@@ -64,7 +64,7 @@ def store_plans(root=ROOT):
     """Derive each test cell's grading plan from the sources and store it in their metadata
     (grader.grading.plan); SystemExit naming every test cell whose plan cannot be derived."""
     import grader
-    from grader.exercises import EXERCISES
+    from grader.checks.exercises import EXERCISES
     from grader.grading import plan
 
     focuses = {key: set(ex.focuses) for key, ex in EXERCISES.items()}

@@ -12,7 +12,7 @@ are empty) and the Canvas ID the ``lms_user_id``; its assignment columns ("Scale
 (4567)") are remembered, so grades_canvas.csv names its columns as Canvas does.
 
 nbgrader's gradebook stores the first five columns; the Canvas ones, and who is on the
-roster, are kept in the course file ``roster.json`` (read by grader.report).
+roster, are kept in the course file ``roster.json`` (read by grader.instructor.report).
 
 Every student on the roster is in the report and the exports; one who hands nothing in is
 listed as missing, not given a silent 0.
@@ -25,9 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader.csvfile import read_csv
+from grader.instructor.csvfile import read_csv
 from grader.grading import layout as pipeline
-from grader.lms import safe_student_id
+from grader.instructor.lms import safe_student_id
 
 COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")
 CANVAS_COLUMNS = ("Student", "ID", "SIS Login ID")

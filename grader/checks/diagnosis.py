@@ -1,9 +1,9 @@
 """What went wrong, inferred from data.
 
-The catalogue in ``grader.mistakes`` recognises single known wrong answers. The analyses
+The catalogue in ``grader.answers.mistakes`` recognises single known wrong answers. The analyses
 here name whole families of mistakes, and work from data only: the inputs a check chose,
 the student's output on them (or the error it raised), the expected output, and plain
-facts about the student's code (``grader.student_call.code_facts``: the global names it
+facts about the student's code (``grader.checks.student_call.code_facts``: the global names it
 reads, the attributes it uses, what an instance of a module holds). They never need the
 student's Python object, so they can run in a process that never runs student code.
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grader import reference as ref
+from grader.answers import reference as ref
 
 ATTENTION = ("head", "scaled_dot_product_attention", "multi_head_attention",
              "batched_multi_head_attention")
@@ -43,7 +43,7 @@ WEIGHTS = ("masked_softmax", "causal_weights")
 BAG = ("bag_of_words_loop", "bag_of_words_matmul")
 MHA = ("multi_head_attention", "batched_multi_head_attention")
 SIZE_NAMES = ("B", "T", "C", "head_size", "n_heads", "block_size")
-# notebooks 07 and 08: their inputs are laid out differently (see grader.exercises)
+# notebooks 07 and 08: their inputs are laid out differently (see grader.checks.exercises)
 LATER = ("block", "gpt", "generate", "online_softmax", "tiled_attention", "cached_attention")
 
 
@@ -863,7 +863,7 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
 
     inp: the check's inputs (float64); actual: the student's output (float64, CPU) or
     None; expected: the reference output (float64, CPU); error: (type name, message);
-    facts: grader.student_call.code_facts of the student's code, or None."""
+    facts: grader.checks.student_call.code_facts of the student's code, or None."""
     sz = sizes(key, inp)
     if error is not None:
         return error_finding(error[0], error[1], sz, facts, key)
@@ -1079,7 +1079,7 @@ def error_finding(type_name, message, sz, facts=None, key=""):
 
 def device_message(result, facts):
     """(message, finding key) for the problem in a run on the meta device
-    (grader.student_call.execute_on_meta), or None.
+    (grader.checks.student_call.execute_on_meta), or None.
 
     Only errors that are about devices count: code whose Python branches read values
     cannot run on the meta device at all, and says nothing about devices."""

@@ -1,14 +1,14 @@
 """The student bundle: what students get, without answers.
 
-    python -m grader.bundle [--dest dist/self-attention-student]     (make student-bundle)
+    python -m grader.instructor.bundle [--dest dist/self-attention-student]     (make student-bundle)
 
 The bundle holds the student notebooks, the plot and widget helpers, the corpus, the
-checks (grader/core.py, exercises.py, diagnosis.py, ...) with the fixed inputs and
+checks (grader/checks/: core.py, exercises.py, diagnosis.py, ...) with the fixed inputs and
 expected outputs of the visible checks (data/references/), and data/stored_outputs.pt:
 the outputs, on exactly the inputs the visible checks use, of every function the bundle
 leaves out (the reference implementations, the catalogued mistakes, which are near
 answers, and the attention with knobs that the diagnosis turns). Those functions are
-replaced by lookups (grader/stored.py), so a visible check in the bundle passes a
+replaced by lookups (grader/checks/stored.py), so a visible check in the bundle passes a
 correct answer and names a catalogued mistake exactly as in the course repository. Not
 in the bundle: solutions/, hidden tests, reference implementations, the mistakes'
 code, the grading pipeline, tests. `make lab` in the bundle installs and opens it.
@@ -21,13 +21,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from grader import stored
+from grader.checks import stored
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEST = ROOT / "dist" / "self-attention-student"
 # copied as they are: the checks' engine, the exercises' inputs and invariants
-STUDENT_MODULES = ("__init__.py", "core.py", "exercises.py", "shortcuts.py", "student_call.py",
-                   "stored.py", "fixtures.py")
+STUDENT_MODULES = ("__init__.py", "checks/__init__.py", "checks/core.py", "checks/exercises.py",
+                   "checks/shortcuts.py", "checks/student_call.py", "checks/stored.py",
+                   "answers/__init__.py", "answers/fixtures.py")
 SHIPPED_REFERENCE = ("causal_mask",)  # given in the notebooks themselves
 # the diagnosis' own attention, whose defaults are the reference: stored, not shipped
 STORED_DIAGNOSIS = ("_core", "forward", "running_weights", "_split", "_merge")
@@ -41,7 +42,7 @@ class BundleError(RuntimeError):
 # --- which functions are stored, under which names ------------------------------------
 
 def _reference_functions():
-    from grader import reference as ref
+    from grader.answers import reference as ref
 
     return {name: fn for name, fn in vars(ref).items()
             if inspect.isfunction(fn) and fn.__module__ == ref.__name__ and not name.startswith("__")}
@@ -49,7 +50,7 @@ def _reference_functions():
 
 def _mistake_names():
     """{id(Mistake): stored name}; a mistake shared by two exercises has one name."""
-    from grader import mistakes
+    from grader.answers import mistakes
 
     names = {}
     for attr, value in vars(mistakes).items():
@@ -90,8 +91,9 @@ def record():
     """{call key: stored entry} for every call the visible checks make to a function the
     bundle leaves out, running each check on a correct answer and on every catalogued
     mistake, plus the reference on every crop a failing check may show."""
-    from grader import core, diagnosis, mistakes, reference as ref
-    from grader.exercises import EXERCISES
+    from grader.checks import core, diagnosis
+    from grader.answers import mistakes, reference as ref
+    from grader.checks.exercises import EXERCISES
 
     table, undo = {}, []
 
@@ -110,7 +112,7 @@ def record():
         for key, ex in EXERCISES.items():
             fn = ex.reference
             if functions.get(fn.__name__) is not fn:
-                raise BundleError(f"{key}: its reference is not a function of grader.reference")
+                raise BundleError(f"{key}: its reference is not a function of grader.answers.reference")
             patch(ex, "reference", _recorder(table, f"reference.{fn.__name__}", fn))
         for name in STORED_DIAGNOSIS:
             patch(diagnosis, name, _recorder(table, f"diagnosis.{name}", getattr(diagnosis, name)))
@@ -154,8 +156,8 @@ def record():
 
 def reference_source():
     parts = ['"""The student bundle ships no reference implementations: each function below',
-             'returns its output stored for the inputs of the visible checks (grader/stored.py)."""',
-             "import torch", "", "from grader import stored as _stored", "", ""]
+             'returns its output stored for the inputs of the visible checks (grader/checks/stored.py)."""',
+             "import torch", "", "from grader.checks import stored as _stored", "", ""]
     for name, fn in _reference_functions().items():
         if name in SHIPPED_REFERENCE:
             parts += [inspect.getsource(fn), ""]
@@ -175,13 +177,13 @@ def _plain(value):
 
 
 def mistakes_source():
-    from grader import mistakes
+    from grader.answers import mistakes
 
     names = _mistake_names()
     parts = ['"""The catalogued mistakes\' names and hints. Their code is not in the student bundle:',
-             'each one\'s output on the visible checks\' inputs is stored (grader/stored.py)."""',
+             'each one\'s output on the visible checks\' inputs is stored (grader/checks/stored.py)."""',
              "from dataclasses import dataclass", "from typing import Callable", "",
-             "from grader import stored as _stored", "", "",
+             "from grader.checks import stored as _stored", "", "",
              "@dataclass(frozen=True)", "class Mistake:", "    key: str", "    name: str",
              "    hint: str", "    fn: Callable", "", ""]
     for attr, value in vars(mistakes).items():
@@ -197,8 +199,8 @@ def mistakes_source():
 
 
 def diagnosis_source():
-    """grader/diagnosis.py with the functions that compute attention replaced by lookups."""
-    path = ROOT / "grader" / "diagnosis.py"
+    """grader/checks/diagnosis.py with the functions that compute attention replaced by lookups."""
+    path = ROOT / "grader" / "checks" / "diagnosis.py"
     lines = path.read_text().splitlines()
     tree = ast.parse("\n".join(lines))
     spans = {}
@@ -208,7 +210,7 @@ def diagnosis_source():
             spans[start] = (node.end_lineno, node.name)
     missing = set(STORED_DIAGNOSIS) - {n for _, n in spans.values()}
     if missing:
-        raise BundleError(f"grader/diagnosis.py has no function {sorted(missing)}")
+        raise BundleError(f"grader/checks/diagnosis.py has no function {sorted(missing)}")
     out, i = [], 0
     while i < len(lines):
         if i + 1 in spans:
@@ -219,10 +221,10 @@ def diagnosis_source():
         out.append(lines[i])
         i += 1
     text = "\n".join(out) + "\n"
-    anchor = "from grader import reference as ref\n"
+    anchor = "from grader.answers import reference as ref\n"
     if anchor not in text:
-        raise BundleError("grader/diagnosis.py no longer imports grader.reference as ref")
-    return text.replace(anchor, anchor + "from grader import stored as _stored\n", 1)
+        raise BundleError("grader/checks/diagnosis.py no longer imports grader.answers.reference as ref")
+    return text.replace(anchor, anchor + "from grader.checks import stored as _stored\n", 1)
 
 
 # --- the rest of the bundle ------------------------------------------------------------
@@ -321,12 +323,12 @@ def build(dest=DEST):
     shutil.copy2(ROOT / "data" / "corpus.txt", tmp / "data" / "corpus.txt")
     torch.save(table, tmp / "data" / stored.TABLE)
     pkg = tmp / "grader"
-    pkg.mkdir()
     for name in STUDENT_MODULES:
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / "grader" / name, pkg / name)
-    (pkg / "reference.py").write_text(reference_source())
-    (pkg / "mistakes.py").write_text(mistakes_source())
-    (pkg / "diagnosis.py").write_text(diagnosis_source())
+    (pkg / "answers" / "reference.py").write_text(reference_source())
+    (pkg / "answers" / "mistakes.py").write_text(mistakes_source())
+    (pkg / "checks" / "diagnosis.py").write_text(diagnosis_source())
     (tmp / "requirements.txt").write_text(_requirements())
     (tmp / "Makefile").write_text(MAKEFILE)
     for name in ("install.mk", "requirements.lock"):  # installed exactly as the course is

@@ -2,19 +2,21 @@
 
 nbgrader_config.py chooses the policy (see the "Late work" block there):
 
-    c.AssignLatePenalties.plugin_class = "grader.late.LatePolicy"
+    c.AssignLatePenalties.plugin_class = "grader.instructor.late.LatePolicy"
     c.LatePolicy.penalty_method = "percent_per_day"   # or "none", "zero"
     c.LatePolicy.percent_per_day = 10    # % of the points earned, per started day late
     c.LatePolicy.max_percent = 50        # never more than this
     c.LatePolicy.grace_minutes = 15      # this late still counts as on time
 
-``LatePolicy`` is an nbgrader ``LateSubmissionPlugin``, so ``nbgrader autograde`` and the
-formgrader's Autograde button use it. The arithmetic lives in ``late_penalty``, a pure
-function, so the grading merge and the export can apply it to a score that changed after
-nbgrader's run (the verified score, a manual grade, extra credit): ``apply`` writes the
-penalty that the policy gives for each notebook's current score into the gradebook.
+``LatePolicy`` is an nbgrader ``LateSubmissionPlugin``, so ``nbgrader autograde``, the
+formgrader's Autograde button and ``make autograde`` (whose worker is given the student's
+extension, grader.grading.submission) use it: a graded submission's penalty is computed
+there, once. The arithmetic lives in ``late_penalty``, a pure function, so the export, the
+feedback and ``make extensions`` can apply it to a score or a due date that changed after
+nbgrader's run (a manual grade, extra credit, an extension): ``apply`` writes the penalty
+that the policy gives for each notebook's current score into the gradebook.
 
-Per-student extensions (grader.extensions, ``make extensions CSV=...``) move a student's due
+Per-student extensions (grader.instructor.extensions, ``make extensions CSV=...``) move a student's due
 date: every lateness here (the penalty, ``apply``, the feedback's notice) is measured from
 the extended due date. nbgrader's own ``total_seconds_late`` stays measured from the
 assignment's due date, as nbgrader computes it.
@@ -27,7 +29,7 @@ from traitlets import Enum, Float, TraitError, validate
 from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader import extensions
+from grader.instructor import extensions
 
 DAY = 86400.0
 METHODS = ("none", "zero", "percent_per_day")

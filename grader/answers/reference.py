@@ -135,13 +135,13 @@ def gpt(idx, tok, pos, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln
 
 
 def generate(model, idx, max_new_tokens, block_size, temperature, seed):
-    """Sample max_new_tokens tokens from the stand-in model of grader.student_call.
+    """Sample max_new_tokens tokens from the stand-in model of grader.checks.student_call.
 
     model: its tensors {"tok", "pos", "mix"}; idx: the prompt, a list of lists of ids.
     Each step: crop the context to its last block_size tokens, take the logits of the
     last position, softmax(logits / temperature), one torch.multinomial draw with a
     generator seeded once with seed."""
-    from grader.student_call import StandInLM
+    from grader.checks.student_call import StandInLM
 
     lm = StandInLM(**model)
     gen = torch.Generator().manual_seed(seed)

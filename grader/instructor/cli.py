@@ -10,14 +10,14 @@
     python -m grader.instructor release-feedback [--assignment A]             # make release-feedback
     python -m grader.instructor export                                        # make export
 
-The work is done in grader.lms (LMS downloads), grader.submission_times, grader.roster,
-grader.extensions, grader.late (late policy) and grader.report (grades.csv, grades_canvas.csv, the grade report).
+The work is done in grader.instructor's lms (LMS downloads), submission_times, roster,
+extensions, late (late policy) and report (grades.csv, grades_canvas.csv, the grade report).
 """
 import argparse
 import os
 from pathlib import Path
 
-from grader import late
+from grader.instructor import late
 from grader.grading import layout as pipeline
 
 
@@ -68,13 +68,13 @@ def release_exchange(root, assignment=None, force=False):
 
 
 def collect(root, zip_path=None, assignment=None, times_path=None):
-    """From the local exchange (nbgrader collect), or from an LMS download (grader.lms),
+    """From the local exchange (nbgrader collect), or from an LMS download (grader.instructor.lms),
     dated from the LMS's times file when given."""
     root = Path(root)
     if times_path and not zip_path:
         raise SystemExit("TIMES=... dates the files of an LMS download: give the zip too (make collect ZIP=... TIMES=...)")
     if zip_path:
-        from grader import lms
+        from grader.instructor import lms
         if not assignment:
             assignment = lms.guess_assignment(root, zip_path)
             print(f"{zip_path} holds {assignment}")
@@ -119,7 +119,7 @@ def _collected(assignment, before, after):
 
 def feedback(root):
     """Per-student HTML feedback for every graded submission, hidden tests removed, with the
-    late penalty of the current score (grader.late)."""
+    late penalty of the current score (grader.instructor.late)."""
     from nbgrader.api import Gradebook
 
     root = Path(root)
@@ -155,7 +155,7 @@ def release_feedback(root, assignment=None):
 
 
 def export(root, csv_path=None, report_dir=None):
-    from grader import report
+    from grader.instructor import report
 
     result = report.export(root, csv_path=csv_path, report_dir=report_dir)
     return result["grades"], result["report"]
@@ -178,12 +178,12 @@ def main(argv=None):
     elif args.command == "roster":
         if not args.csv:
             raise SystemExit("roster needs a CSV file: make roster CSV=students.csv")
-        from grader import roster
+        from grader.instructor import roster
         roster.import_roster(args.root, args.csv)
     elif args.command == "extensions":
         if not args.csv:
             raise SystemExit("extensions needs a CSV file: make extensions CSV=extensions.csv")
-        from grader import extensions
+        from grader.instructor import extensions
         extensions.import_csv(args.root, args.csv)
     elif args.command == "collect":
         collect(args.root, args.zip or None, assignment, args.times or None)

@@ -73,7 +73,7 @@ def forbidden(config=None):
 
             from traitlets.config.loader import PyFileConfigLoader
 
-            root = Path(__file__).resolve().parent.parent
+            root = Path(__file__).resolve().parents[2]
             if _may_set_shortcuts(root / "nbgrader_config.py"):
                 loaded = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
                 _LOADED = dict(Shortcuts(config=loaded).forbidden)

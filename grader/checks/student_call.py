@@ -363,22 +363,14 @@ def code_facts(obj, call=None):
 
 class CallRefused(Exception):
     """The student's code ran but broke a rule of the exercise (it read a whole row at
-    once, or formed the T x T matrix). The first line of the message says what it did."""
+    once, or formed the T x T matrix). The first line of the message says what it did;
+    `key` names the rule (grader.mistakes.REFUSALS: its name and hint), and travels out of
+    a grading kernel as one of the exception's fields."""
 
-
-# What a refusal's message says, and the key of the mistake it names (refusal_key).
-REFUSALS = (("whole_row", "it read a whole row at once"),
-            ("fused_kernel", "it calls a fused attention kernel"),
-            ("full_matrix", "that is the T x T matrix"),
-            ("tile_strip", "that is a strip of one tile"),
-            ("too_large", "it made a tensor of shape"),
-            ("no_projection", "not passed through the output projection"),
-            ("stream_shape", "one output per new token"))
-
-
-def refusal_key(message):
-    """The key of the rule a CallRefused message says was broken, or None."""
-    return next((key for key, phrase in REFUSALS if phrase in str(message)), None)
+    def __init__(self, key, message):
+        super().__init__(message)
+        self.key = key
+        self.fields = {"key": key}
 
 
 def _build(student, call, device, dtype):
@@ -415,7 +407,7 @@ def _stream(student, call):
                 joined = (out.dim() == 3 and tuple(out.shape[:2]) == want[:2]
                           and out.shape[2] == n_heads * head_size != x.shape[2])
                 raise CallRefused(
-                    f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
+                    "no_projection" if joined else "stream_shape", f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
                     f"{start} cached, forward returned shape {tuple(out.shape)}; expected {want} = "
                     "(B, T_new, C): one output per new token."
                     + (f"\n  Its last dim is n_heads * head_size = {out.shape[2]}: the heads joined but not "
@@ -524,22 +516,22 @@ def _watched(student, args, watch):
     if "row" in watch and seen["row"]:
         name, shape = seen["row"]
         raise CallRefused(
-            f"it read a whole row at once: aten.{name} over a tensor of shape {shape} reduces all "
+            "whole_row", f"it read a whole row at once: aten.{name} over a tensor of shape {shape} reduces all "
             f"{watch['row']} scores of a row in one operation. Stream them instead: one score (or "
             "a few) at a time, keeping only the running maximum and the running sum.")
     if "max_numel" in watch:
         if seen["fused"]:
             raise CallRefused(
-                f"it calls a fused attention kernel (aten.{seen['fused']}), which tiles for you: "
+                "fused_kernel", f"it calls a fused attention kernel (aten.{seen['fused']}), which tiles for you: "
                 "write the loops over tiles of queries and keys yourself.")
         numel, shape, name = seen["largest"]
         if numel > watch["max_numel"]:
-            raise CallRefused(f"it made a tensor of shape {shape} ({numel} numbers, aten.{name}); "
-                              f"{_describe_size(shape, watch)}")
+            key, why = _describe_size(shape, watch)
+            raise CallRefused(key, f"it made a tensor of shape {shape} ({numel} numbers, aten.{name}); {why}")
         if seen["strip"]:
             shape, name = seen["strip"]
             raise CallRefused(
-                f"it made a tensor of shape {shape} (aten.{name}): that is a strip of one tile of "
+                "tile_strip", f"it made a tensor of shape {shape} (aten.{name}): that is a strip of one tile of "
                 f"queries against {max(shape[-2:])} keys at once. Tile the keys too, at most "
                 f"tile_size={watch['tile_size']} at a time, combined with a running max and sum.")
     return out
@@ -558,11 +550,12 @@ def _is_strip(t, watch):
 
 
 def _describe_size(shape, watch):
+    """(the rule's key, what the tensor is) for a tensor over the size limit."""
     T, tile = watch["T"], watch["tile_size"]
     limit = f"at most {watch['max_numel']} numbers at once (twice the inputs, or two tiles)."
     if sum(1 for s in shape if s >= T) >= 2:
-        return f"that is the T x T matrix of every query against every key. Work tile by tile: {limit}"
+        return "full_matrix", f"that is the T x T matrix of every query against every key. Work tile by tile: {limit}"
     if T in shape and tile in shape:
-        return (f"that is a strip of one tile against all T={T} keys. Tile the keys too, "
-                f"combined with a running max and sum: {limit}")
-    return limit
+        return "tile_strip", (f"that is a strip of one tile against all T={T} keys. Tile the keys too, "
+                              f"combined with a running max and sum: {limit}")
+    return "too_large", limit

@@ -10,7 +10,7 @@ due date: "2 days", "36 hours", "1 day 12 hours", "90 minutes", or a number of h
 in the store replace theirs; the others stay.
 
 nbgrader's gradebook has no field for an extension, so they are kept in the course file
-``extensions.json`` (beside ``gradebook.db``), which grader.late reads: the penalty
+``extensions.json`` (beside ``gradebook.db``), which grader.instructor.late reads: the penalty
 (nbgrader autograde, the formgrader's Autograde button, make autograde, feedback and
 export), the late notice in the feedback, grades.csv and the report all measure lateness
 from the extended due date.
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from grader.csvfile import read_csv
+from grader.instructor.csvfile import read_csv
 
 STORE = "extensions.json"
 UNITS = {"w": 7 * 86400, "week": 7 * 86400, "d": 86400, "day": 86400, "h": 3600, "hour": 3600,
@@ -181,7 +181,7 @@ def import_csv(root, csv_path):
         unknown = "" if ext.student in students else " (not in the gradebook yet: check the id)"
         print(f"  {ext.student} / {ext.assignment}: {ext.describe(due)}{note}{unknown}")
     save(root, store)
-    from grader import late
+    from grader.instructor import late
 
     with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
         changed = late.apply(gb, config)

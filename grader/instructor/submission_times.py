@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from grader.csvfile import read_csv
+from grader.instructor.csvfile import read_csv
 
 MOODLE_TIME = "Last modified (submission)"
 STUDENT_COLUMNS = ("student", "student_id", "id", "user_id", "lms_user_id", "login", "username",

@@ -10,18 +10,18 @@ the message can name the likely one.
 import contextlib
 import io
 import os
-import random
 import re
 import sys
 import threading
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
 
-from grader import diagnosis, shortcuts, stored, student_call
+from grader.checks import diagnosis, shortcuts, stored, student_call
+from grader.outcome import Outcome, check_label, draw_seed  # noqa: F401 (Outcome: grader.checks.core's API)
 
 # (device type, dtype) -> tolerances for torch.testing.assert_close.
 TOLERANCES = {
@@ -31,7 +31,7 @@ TOLERANCES = {
     ("cuda", torch.float64): dict(rtol=1e-7, atol=1e-9),
 }
 DEVICE_ENV = "GRADER_DEVICE"
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # grader/
 
 
 class CheckError(AssertionError):
@@ -105,7 +105,7 @@ class Focus:
 @dataclass
 class Exercise:
     name: str  # also the name the student's function has in the notebook
-    call: Callable  # call(inputs) -> a call for grader.student_call.execute
+    call: Callable  # call(inputs) -> a call for grader.checks.student_call.execute
     reference: Callable  # reference(*inputs.values()) in float64
     draw: Callable  # draw(gen, case, dims) -> inputs (float64, CPU)
     dims: dict  # name -> (fixed value, (low, high) for hidden checks)
@@ -129,7 +129,7 @@ class Context:
     inputs: dict  # on the check's device and dtype
     out: torch.Tensor  # the student's output, float64 on the CPU
     tol: dict
-    facts: Optional[Callable] = None  # () -> grader.student_call.code_facts of the student's code
+    facts: Optional[Callable] = None  # () -> grader.checks.student_call.code_facts of the student's code
 
     def run(self, inputs):
         out = _call_student(self.exercise, self.student, inputs)
@@ -254,15 +254,15 @@ class RemoteStudent:
 
     call(spec) returns the plain result, or raises RemoteError for the student's error; after
     each call, changed lists the inputs the call changed in place (plain dicts, see
-    grader.student_call.execute_watched). facts(spec), when given, returns
-    grader.student_call.code_facts of the student's code."""
+    grader.checks.student_call.execute_watched). facts(spec), when given, returns
+    grader.checks.student_call.code_facts of the student's code."""
 
     def __init__(self, name, call, facts=None):
         self.__name__, self.call, self.facts = name, call, facts
         self.changed = []
 
 
-GRADING_ERRORS = ("TimeoutError", "MalformedReply")  # RemoteErrors the grading side raises
+GRADING_ERRORS = ("TimeoutError", "MalformedReply", "MemoryLimitExceeded")  # RemoteErrors the grading side raises
 
 
 class RemoteError(Exception):
@@ -305,12 +305,12 @@ def _call_student(exercise, student, inputs):
     except student_call.ParameterMismatch as err:
         raise _ParameterError(str(err), err.fields) from None
     except student_call.CallRefused as err:  # the code broke a rule of the exercise
-        raise CheckError(str(err), finding=_refusal(str(err))) from None
+        raise CheckError(str(err), finding=_refusal(err.key)) from None
     except RemoteError as err:
         if err.type_name == "ParameterMismatch":
             raise _ParameterError(str(err), err.fields) from None
         if err.type_name == "CallRefused":
-            raise CheckError(str(err), finding=_refusal(str(err))) from None
+            raise CheckError(str(err), finding=_refusal(err.fields.get("key"))) from None
         raise _StudentError(err) from None
     except Exception as err:  # the student's code failed; explain, do not crash
         raise _StudentError(err) from None
@@ -319,11 +319,11 @@ def _call_student(exercise, student, inputs):
     return out
 
 
-def _refusal(message):
-    """The named mistake of a refused call (grader.student_call.CallRefused), or None."""
-    from grader.mistakes import REFUSALS
+def _refusal(key):
+    """The named mistake of the rule a refused call broke (grader.checks.student_call.CallRefused's
+    key), or None."""
+    from grader.answers.mistakes import REFUSALS
 
-    key = student_call.refusal_key(message)
     return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
 
 
@@ -434,7 +434,7 @@ def largest_difference(actual, expected):
 def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=None,
              expected=None, names=None, analyse=True):
     """The catalogued mistake that reproduces this output (or this exception), if any;
-    else, with analyse, what grader.diagnosis infers from the output, the expected output
+    else, with analyse, what grader.checks.diagnosis infers from the output, the expected output
     and the facts about the student's code (a Finding), or None."""
     for mistake in exercise.mistakes:
         try:
@@ -486,7 +486,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     """Run one focus of one exercise on the student's code; raise CheckError on failure,
     return a CheckResult on success.
 
-    graded: a graded run, where a shortcut (grader.shortcuts) fails the check; in
+    graded: a graded run, where a shortcut (grader.checks.shortcuts) fails the check; in
     JupyterLab it passes with a note. config: the traitlets config with the instructor's
     Shortcuts (default: the course's nbgrader_config.py)."""
     __tracebackhide__ = True
@@ -499,21 +499,19 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     tol = tolerance(dev, dtype)
 
     if hidden:
-        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        seed = draw_seed() if seed is None else seed
         gen = torch.Generator().manual_seed(seed)
         inputs64 = exercise.draw(gen, spec.case, draw_dims(exercise, gen))
         expected = None
-        where = f" (hidden check, seed {seed})"
     else:
         case = (fixed or _load_fixed(exercise))[spec.case]
         inputs64, expected = case["inputs"], case["expected"]
-        where = ""
 
     inputs = to_device(inputs64, dev, dtype)
     inputs64_dev = to_device(inputs64, dev, torch.float64)
     shape_info = exercise.shape(inputs)
     name = _student_name(student, exercise)
-    label = f"{name}: {spec.description}{where}"
+    label = check_label(name, spec.description, hidden, seed)
     key = _exercise_key(exercise)
     names = re.findall(r"\w+", shape_info[1])
     cache = {}
@@ -650,33 +648,6 @@ def _no_attention(exercise, ctx):
         return None  # the checks that follow say what is wrong
 
 
-@dataclass
-class Outcome:
-    """The result of one check, as data: what the test cell shows and the merge reads."""
-    exercise: str  # the exercise's name (the student's object is expected under it)
-    student: str  # the name of the object that was checked
-    focus: str
-    hidden: bool
-    seed: Optional[int]
-    passed: bool
-    label: str  # "<student>: <what the focus checks>[ (hidden check, seed N)]"
-    message: str = ""  # for the learner when it failed: what is wrong, maybe the likely mistake
-    mistake: Optional[str] = None  # the key of the named mistake (catalogue or analysis)
-    mistake_name: Optional[str] = None  # and its name, as the message gives it
-    notes: tuple = ()  # for a passed check (e.g. a shortcut noted in JupyterLab)
-    picture: Optional[bytes] = field(default=None, repr=False)  # PNG: expected | yours | difference
-
-    def line(self):
-        """What a passing check prints."""
-        return f"\u2713 {self.label}" + "".join(f"\n  {note}" for note in self.notes)
-
-    def to_json(self):
-        data = dict(vars(self))
-        data.pop("picture")
-        data["notes"] = list(self.notes)
-        return data
-
-
 def shortcut_message(label, used):
     """What a graded check says when the student's code uses a function that does the whole
     exercise (found by the in-kernel watch, or in the source by the grading process)."""
@@ -691,13 +662,10 @@ def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, devi
     source_uses: a forbidden function that the grading process found in the student's
     source (grader.grading.scan), where the kernel cannot hide it; the graded check then
     fails as a shortcut without calling the student's code."""
-    if hidden and seed is None:
-        seed = random.SystemRandom().randrange(2**31)
-    spec = exercise.focuses[focus]
-    where = f" (hidden check, seed {seed})" if hidden else ""
-    label = f"{_student_name(student, exercise)}: {spec.description}{where}"
-    make = lambda **kw: Outcome(exercise.name, _student_name(student, exercise), focus, hidden,
-                                seed if hidden else None, label=label, **kw)
+    seed = (draw_seed() if seed is None else seed) if hidden else None
+    name = _student_name(student, exercise)
+    label = check_label(name, exercise.focuses[focus].description, hidden, seed)
+    make = lambda **kw: Outcome(exercise.name, name, focus, hidden, seed, label=label, **kw)
     if source_uses and graded:
         return make(passed=False, message=shortcut_message(label, source_uses), mistake="shortcut")
     try:
@@ -719,7 +687,7 @@ def _finding_key(found):
 
 
 def _code_facts(exercise, student, inputs=None):
-    """grader.student_call.code_facts of the student's code (plain data), or None; with
+    """grader.checks.student_call.code_facts of the student's code (plain data), or None; with
     inputs, also what an instance of a module built for them holds."""
     call = exercise.call(inputs) if inputs is not None else {"kind": "code"}
     try:
@@ -776,7 +744,7 @@ def _show_png(png):
 
 
 def _exercise_key(exercise):
-    from grader.exercises import EXERCISES
+    from grader.checks.exercises import EXERCISES
 
     return next(k for k, ex in EXERCISES.items() if ex is exercise)
 
@@ -803,7 +771,7 @@ _FIXED_CACHE = {}
 
 
 def _load_fixed(exercise):
-    from grader import fixtures
+    from grader.answers import fixtures
 
     key = _exercise_key(exercise)
     if key not in _FIXED_CACHE:

@@ -1,6 +1,6 @@
 """Fixed inputs and expected outputs for the visible checks, stored in data/references/.
 
-`make references` (python -m grader.fixtures) writes them from the float64 reference
+`make references` (python -m grader.answers.fixtures) writes them from the float64 reference
 implementations; tests/test_fixtures.py regenerates them and fails on any drift.
 Hidden checks do not use these files: they draw fresh inputs and compute the
 reference live.
@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 DATA_ENV = "COURSE_REFERENCES"
-REFERENCES_DIR = Path(__file__).resolve().parent.parent / "data" / "references"
+REFERENCES_DIR = Path(__file__).resolve().parents[2] / "data" / "references"
 SEED = 20261121
 
 
@@ -22,7 +22,7 @@ def references_dir():
 
 def build(exercise):
     """{case: {"inputs": ..., "expected": ...}} for every case the exercise's checks use."""
-    from grader.core import fixed_dims
+    from grader.checks.core import fixed_dims
 
     dims = fixed_dims(exercise)
     cases = {}
@@ -34,7 +34,7 @@ def build(exercise):
 
 
 def write_all(directory=None):
-    from grader.exercises import EXERCISES
+    from grader.checks.exercises import EXERCISES
 
     directory = Path(directory or references_dir())
     directory.mkdir(parents=True, exist_ok=True)

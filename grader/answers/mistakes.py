@@ -3,7 +3,7 @@
 When a student's answer fails a check, the checker runs every variant below on the same
 inputs; if one reproduces the student's output (or raises the same error), its name
 and hint are shown. Each variant takes the same arguments as the matching function in
-``grader.reference``. The numbers in the comments refer to the list of misconceptions
+``grader.answers.reference``. The numbers in the comments refer to the list of misconceptions
 at the end of the curriculum.
 """
 from dataclasses import dataclass
@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from grader import reference as ref
+from grader.answers import reference as ref
 
 
 @dataclass(frozen=True)
@@ -450,7 +450,7 @@ GPT = (
 
 def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop="end",
               position=-1, probs="softmax", pick="sample", dim=-1):
-    from grader.student_call import StandInLM
+    from grader.checks.student_call import StandInLM
 
     lm = StandInLM(**model)
     gen = torch.Generator().manual_seed(seed)
@@ -761,7 +761,7 @@ CACHED_ATTENTION = (
 )
 
 
-# --- rules a call broke while it ran (grader.student_call.CallRefused) ----------------
+# --- rules a call broke while it ran (grader.checks.student_call.CallRefused) ----------------
 
 REFUSALS = {
     "whole_row": ("a whole row reduced at once",

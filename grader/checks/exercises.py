@@ -2,10 +2,11 @@
 draw, which invariants hold, and which test cell checks what ("focuses")."""
 import torch
 
-from grader import diagnosis, mistakes
-from grader import reference as ref
-from grader.core import Exercise, Focus, Invariant, to_device
-from grader.core import tolerance as _tolerance
+from grader.checks import diagnosis
+from grader.answers import mistakes
+from grader.answers import reference as ref
+from grader.checks.core import Exercise, Focus, Invariant, to_device
+from grader.checks.core import tolerance as _tolerance
 
 
 def core_tolerance(inputs):
@@ -197,7 +198,7 @@ FULLY_MASKED_ROWS = Invariant("fully_masked_rows", _fully_masked_rows)
 FUTURE_GETS_ZERO = Invariant("future_gets_zero", _future_gets_zero)
 
 
-# --- calling the student's code (the calls run through grader.student_call) ----------
+# --- calling the student's code (the calls run through grader.checks.student_call) ----------
 
 def _call_function(*names):
     return lambda inputs: {"kind": "function", "args": [inputs[n] for n in names], "names": list(names)}

@@ -4,7 +4,7 @@
 
 Every score comes from the gradebook (nbgrader.api.Gradebook): the autograded and verified
 score, a manual grade or extra credit given in the formgrader, and the late penalty that
-the course's policy (grader.late) gives for that score, written back to the gradebook
+the course's policy (grader.instructor.late) gives for that score, written back to the gradebook
 first so that the formgrader, feedback and these files agree.
 
 Who is listed: every student in the gradebook (the roster, `make roster`, plus anyone who
@@ -14,12 +14,12 @@ something was collected for it. A student with nothing for such an assignment is
 attention" with its reason; one collected but not graded yet is "not graded yet".
 
 Lateness is measured from each student's due date: the assignment's, or the one a
-per-student extension (grader.extensions) gives. A submission whose time the LMS did not
-give (grader.lms) has lateness "unknown": no penalty, and listed in the report with what to
+per-student extension (grader.instructor.extensions) gives. A submission whose time the LMS did not
+give (grader.instructor.lms) has lateness "unknown": no penalty, and listed in the report with what to
 do.
 
 grades_canvas.csv follows Canvas' gradebook import: `Student`, `ID` (the Canvas user id),
-`SIS User ID`, `SIS Login ID`, `Section` (from the roster, grader.roster), one column per
+`SIS User ID`, `SIS Login ID`, `Section` (from the roster, grader.instructor.roster), one column per
 assignment named as Canvas names it ("Name (id)": c.GradeReport.canvas_columns, else the
 column of the same name in the Canvas export imported as the roster, else the assignment's
 name, for which Canvas creates a new column), and the "Points Possible" row. Canvas matches
@@ -43,7 +43,7 @@ from pathlib import Path
 from traitlets import Dict, Float
 from traitlets.config import Configurable
 
-from grader import extensions, late, lms, roster
+from grader.instructor import extensions, late, lms, roster
 from grader.grading import layout as pipeline
 
 GRADED, MISSING, ATTENTION, PENDING = "graded", "missing", "needs_attention", "not_graded_yet"
@@ -73,26 +73,12 @@ class GradeReport(Configurable):
 # --- reading the status file: the one place that knows its format -----------------------
 
 def read_status(root):
-    """{(student, assignment): {status, reason, mistakes, flags, budget_exceeded}} from
-    autograded/.status.json (grader.grading.status.Status): mistakes are the catalogue
-    keys the checks named, per notebook/test cell, read from the typed outcomes."""
-    from grader.grading.autograde import mistakes
-    from grader.grading.scan import Flag
+    """{(student, assignment): grader.grading.results.Record} from autograded/.status.json
+    (grader.grading.status.Status), the one store of outcomes: the status, its reason, and
+    the checks of each notebook (their named mistakes, flags and budgets)."""
     from grader.grading.status import Status
 
-    out = {}
-    for student, assignment, e in Status(root).entries():
-        notebooks = e.get("notebooks") or {}
-        exceeded = [nb for nb, data in notebooks.items() if data.get("budget_exceeded")]
-        out[(student, assignment)] = {
-            "status": e.get("status"), "reason": e.get("reason") or "",
-            "mistakes": mistakes(e),
-            "flags": [f"{nb}: ran out of its time budget" for nb in exceeded]
-                     + [f"{nb}: {Flag(**f).text()}" for nb, data in notebooks.items()
-                        for f in data.get("flags", [])],
-            "budget_exceeded": bool(exceeded),
-        }
-    return out
+    return {(student, assignment): record for student, assignment, record in Status(root).records()}
 
 
 # --- escaping ---------------------------------------------------------------------------
@@ -232,8 +218,8 @@ def gather(root, config=None, now=None):
                 row = Row(student=s["id"], assignment=a.name, status=MISSING, max_score=a.max_score,
                           duedate=a.duedate, first_name=s["first_name"], last_name=s["last_name"],
                           email=s["email"], lms_user_id=s["lms_user_id"])
-                st = status.get((s["id"], a.name), {})
-                row.flags, row.mistakes = list(st.get("flags", [])), dict(st.get("mistakes", {}))
+                record = status.get((s["id"], a.name))
+                row.flags, row.mistakes = (record.flag_texts(), record.mistakes()) if record else ([], {})
                 sub = subs.get(s["id"])
                 ext = granted.get((s["id"], a.name))
                 row.extended_due = ext.new_due(a.duedate) if ext else None
@@ -241,14 +227,14 @@ def gather(root, config=None, now=None):
                     _fill(row, sub)
                     if ext:
                         row.seconds_late = ext.seconds_late(row.seconds_late, a.duedate)
-                    if st.get("status") == ATTENTION:
-                        row.flags.insert(0, f"graded in the gradebook although the last autograde said: {st['reason']}")
+                    if record and record.status == ATTENTION:
+                        row.flags.insert(0, f"graded in the gradebook although the last autograde said: {record.reason}")
                     files = info.get(s["id"], [])
                     sources = {f.get("time_source") for f in files} - {None, ""}
                     row.time_source = "; ".join(sorted(sources))
                     row.lateness_unknown = any(f.get("time_status") == "unknown" for f in files)
-                elif st.get("status") == ATTENTION:
-                    row.status, row.reason = ATTENTION, st["reason"]
+                elif record and record.status == ATTENTION:
+                    row.status, row.reason = ATTENTION, record.reason
                 elif s["id"] in collected:
                     row.status = PENDING
                     row.reason = "collected but not graded yet: run make autograde"

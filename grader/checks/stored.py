@@ -1,6 +1,6 @@
 """Stored outputs: what the student bundle's checks use instead of the answers.
 
-The student bundle (`make student-bundle`, grader/bundle.py) ships the checks without the
+The student bundle (`make student-bundle`, grader/instructor/bundle.py) ships the checks without the
 reference implementations, the catalogued mistakes or the attention that the diagnosis
 computes with its knobs turned. Each of those functions is replaced there by a lookup
 of its output on the inputs the visible checks use, recorded from the real functions
@@ -110,7 +110,7 @@ def _table():
     if _TABLE is None:
         import torch
 
-        from grader.fixtures import references_dir
+        from grader.answers.fixtures import references_dir
 
         path = references_dir().parent / TABLE
         _TABLE = torch.load(path, weights_only=True) if path.exists() else {}
