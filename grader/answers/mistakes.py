@@ -513,7 +513,7 @@ GENERATE = (
 
 # --- 08: online softmax --------------------------------------------------------------
 
-def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1):
+def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1, term="new"):
     x = scores.movedim(dim, -1)  # (..., N)
     m = torch.full(x.shape[:-1], start, dtype=x.dtype, device=x.device)  # running max
     l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # running sum
@@ -530,6 +530,8 @@ def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=T
             alpha = torch.exp(ref_m - m)
         else:
             alpha = torch.ones_like(l)
+        if term == "old":  # the new score measured against the maximum before it
+            ref_m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
         l = l * alpha + torch.exp(xj - ref_m)
         m = m_new
     out = torch.exp(x) / l.unsqueeze(-1) if not shift else torch.exp(x - m.unsqueeze(-1)) / l.unsqueeze(-1)
@@ -541,6 +543,10 @@ ONLINE_SOFTMAX = (
             "when the maximum grows from m to m_new, the terms already summed were exp(x - m): "
             "multiply the sum by exp(m - m_new) before adding exp(x_j - m_new).",
             lambda scores: _online(scores, rescale="none")),
+    Mistake("term_old_max", "the new score's term measured against the old maximum",
+            "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
+            "maximum the term is too large whenever x_j raises it.",
+            lambda scores: _online(scores, term="old")),
     Mistake("rescale_inverted", "rescaled by exp(m_new - m) instead of exp(m - m_new)",
             "the old terms shrink when the maximum grows: l = l * exp(m - m_new) + exp(x_j - m_new).",
             lambda scores: _online(scores, rescale="inverted")),
@@ -564,7 +570,7 @@ ONLINE_SOFTMAX = (
 
 def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=False,
            rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True,
-           start=float("-inf")):
+           start=float("-inf"), running=True):
     T, head_size = q.shape[-2], q.shape[-1]
     factor = head_size**-0.5 if scale is True else 1.0 if scale is False else scale
     out = torch.zeros_like(q)  # (B, n_heads, T, head_size)
@@ -576,7 +582,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
         l = torch.zeros_like(m)
         acc = torch.zeros_like(qi)
         for j0 in range(0, stop, tile_size):
-            if skip_future and j0 >= i1:
+            if skip_future and j0 >= (i0 if skip_future == "diagonal" else i1):
                 break  # this tile and all after it lie in the future
             j1 = min(j0 + tile_size, T)
             s = qi @ k[..., j0:j1, :].mT * factor  # (B, n_heads, tq, tk)
@@ -596,7 +602,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 l = l * a + p.sum(-1, keepdim=True) * b
                 acc = acc * a + (p @ v[..., j0:j1, :]) * b
             else:
-                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True)) if running else s.amax(-1, keepdim=True)
                 alpha = torch.exp(m - m_new)
                 p = torch.exp(s - m_new)
                 l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
@@ -639,6 +645,14 @@ TILED_ATTENTION = (
             lambda *a: _tiled(*a, normalise=False)),
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply each tile of scores by head_size ** -0.5.", lambda *a: _tiled(*a, scale=False)),
+    Mistake("diagonal_tile_skipped", "the diagonal key tile skipped",
+            "the key tile that holds the query tile's own positions must be visited too (with the causal "
+            "mask): loop j0 while j0 < i1, the end of the query tile, not i0.",
+            lambda *a: _tiled(*a, skip_future="diagonal")),
+    Mistake("maximum_not_running", "the maximum taken over the current tile only",
+            "m must be the maximum of every score seen so far: m_new = torch.maximum(m, tile maximum); "
+            "a tile whose scores are all lower would otherwise blow up exp(m - m_new).",
+            lambda *a: _tiled(*a, running=False)),
     Mistake("scale_by_tile_size", "scores scaled by tile_size ** -0.5",
             "the scale belongs to the dot products of length head_size: head_size ** -0.5, whatever the tile.",
             lambda *a: _tiled(*a, scale=a[3] ** -0.5)),

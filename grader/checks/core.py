@@ -569,6 +569,13 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                 problem = inv.fn(ctx)
             except stored.NotShipped:  # the student bundle cannot judge this one: say nothing
                 problem = None
+            except CheckError as err:  # a run on changed inputs went wrong (NaN, a shape)
+                found = explain(ctx.out) if err.finding is None else None  # what the check's own output shows
+                if found is None and err.finding is None and "NaN/inf" in str(err) and _close(ctx.out, reference(), tol):
+                    found = diagnosis.overflow_finding(key)
+                if found is None:
+                    raise
+                raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found)) from None
             if isinstance(problem, tuple):  # (message, finding): the invariant names the mistake itself
                 raise CheckError(problem[0], finding=problem[1])
             if problem:

@@ -857,6 +857,44 @@ def nonfinite_finding(actual, names, key=""):
     return None
 
 
+def softmax_sum_finding(actual, expected, scores, close):
+    """For a softmax computed with a running sum: rows that are the softmax times a factor
+    (the exps right, the sum they are divided by wrong), and what the factors say."""
+    sums = actual.sum(-1, keepdim=True)
+    if not torch.isfinite(sums).all() or bool((sums <= 0).any()) or not close(actual, expected * sums):
+        return None
+    if close(sums, torch.ones_like(sums)) and close(actual, expected):
+        return None
+    lo, hi = float(sums.min()), float(sums.max())
+    if bool((sums >= 1).all()):
+        return Finding("scores_skipped", f"each row is the softmax times {lo:.4g} to {hi:.4g}: the running "
+                       "sum misses some scores",
+                       "the exps are right but l is too small: the loop must add every score of the row "
+                       "to l, the first (index 0) to the last (N - 1).")
+    if not bool((sums < 1).all()):
+        return None
+    top = scores.amax(-1, keepdim=True)
+    l_true = torch.exp(scores - top).sum(-1, keepdim=True)  # the right running sum
+    eps = l_true * (1 / sums - 1)  # what was added to it
+    if float(eps.max() - eps.min()) <= 1e-3 * float(eps.max()):
+        return Finding("sum_epsilon", f"a constant {float(eps.mean()):.2g} added to the running sum before dividing",
+                       "l is at least 1 (the largest score's own term is exp(0) = 1), so nothing can divide "
+                       "by zero: divide by l alone.")
+    return Finding("sum_too_large", f"each row is the softmax times {lo:.4g} to {hi:.4g}: the running sum "
+                   "comes out too large",
+                   "each step adds exp(x_j - m_new), against the maximum after this score, to the old sum "
+                   "rescaled by exp(m - m_new).")
+
+
+def overflow_finding(key):
+    """Right on the check's inputs, NaN/inf once they change: something overflows."""
+    if key not in ("online_softmax", "tiled_attention"):
+        return None
+    return Finding("maximum_decreases", "right on these inputs, NaN/inf once the keys change: an exp overflows",
+                   "exp(m - m_new) overflows when m_new can be lower than m: the running maximum must never go "
+                   "down, m_new = torch.maximum(m, the new scores' maximum).")
+
+
 def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts=None,
             names=None, error=None):
     """A Finding that explains this output (or this error), or None.
@@ -879,6 +917,10 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
         return None  # right values: whatever failed, the values say nothing about it
     if expected is not None and actual.shape != expected.shape:
         return shape_finding(key, actual.shape, expected, close, names, sz)
+    if key == "online_softmax" and expected is not None:
+        finding = softmax_sum_finding(actual, expected, inp["scores"], close)
+        if finding:
+            return finding
     for finding, knobs in _variants(key, inp, sz):
         try:
             guess = forward(key, inp, **knobs)

@@ -151,6 +151,12 @@ def _float32_inside(ctx, inputs64):
     tol64 = core_tolerance(inputs64)
     if torch.allclose(out, want, **tol64):
         return None
+    if "scores" in cpu64:  # a softmax: an error by the same factor in each row is no rounding
+        found = diagnosis.softmax_sum_finding(out, want, cpu64["scores"], lambda a, b: torch.allclose(a, b, **tol64))
+        if found and found.key == "sum_epsilon":  # the other factors may be float32 rounding
+            return (f"with float64 inputs your values differ from the float64 reference by up to "
+                    f"{float((out - want).abs().max()):.2g}, every row by one factor.\n  Likely mistake: "
+                    f"{found.name} \u2014 {found.hint}", found.key)
     return (f"with float64 inputs your values are only float32-accurate (they differ from the "
             f"float64 reference by up to {float((out - want).abs().max()):.2g}): part of the "
             "computation runs in float32.\n  Create new tensors (running maximum and sum, buffers) "
