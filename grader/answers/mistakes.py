@@ -543,10 +543,6 @@ ONLINE_SOFTMAX = (
             "when the maximum grows from m to m_new, the terms already summed were exp(x - m): "
             "multiply the sum by exp(m - m_new) before adding exp(x_j - m_new).",
             lambda scores: _online(scores, rescale="none")),
-    Mistake("term_old_max", "the new score's term measured against the old maximum",
-            "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
-            "maximum the term is too large whenever x_j raises it.",
-            lambda scores: _online(scores, term="old")),
     Mistake("rescale_inverted", "rescaled by exp(m_new - m) instead of exp(m - m_new)",
             "the old terms shrink when the maximum grows: l = l * exp(m - m_new) + exp(x_j - m_new).",
             lambda scores: _online(scores, rescale="inverted")),
@@ -563,6 +559,10 @@ ONLINE_SOFTMAX = (
             lambda scores: _online(scores, guard=False)),
     Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
             lambda scores: _online(scores, dim=-2)),
+    Mistake("term_old_max", "the new score's term measured against the old maximum",
+            "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
+            "maximum the term is too large whenever x_j raises it.",
+            lambda scores: _online(scores, term="old")),
 )
 
 
