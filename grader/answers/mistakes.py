@@ -645,7 +645,7 @@ GENERATE = (
 
 # --- 08: online softmax --------------------------------------------------------------
 
-def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1):
+def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1, term="new"):
     x = scores.movedim(dim, -1)  # (..., N)
     m = torch.full(x.shape[:-1], start, dtype=x.dtype, device=x.device)  # running max
     l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # running sum
@@ -662,6 +662,8 @@ def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=T
             alpha = torch.exp(ref_m - m)
         else:
             alpha = torch.ones_like(l)
+        if term == "old":  # the new score measured against the maximum before it
+            ref_m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
         l = l * alpha + torch.exp(xj - ref_m)
         m = m_new
     out = torch.exp(x) / l.unsqueeze(-1) if not shift else torch.exp(x - m.unsqueeze(-1)) / l.unsqueeze(-1)
@@ -689,6 +691,10 @@ ONLINE_SOFTMAX = (
             lambda scores: _online(scores, guard=False)),
     Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
             lambda scores: _online(scores, dim=-2)),
+    Mistake("term_old_max", "the new score's term measured against the old maximum",
+            "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
+            "maximum the term is too large whenever x_j raises it.",
+            lambda scores: _online(scores, term="old")),
 )
 
 
@@ -696,9 +702,9 @@ ONLINE_SOFTMAX = (
 
 def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=False,
            rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True,
-           start=float("-inf")):
+           start=float("-inf"), running=True):
     T, head_size = q.shape[-2], q.shape[-1]
-    factor = head_size**-0.5 if scale else 1.0
+    factor = head_size**-0.5 if scale is True else 1.0 if scale is False else scale
     out = torch.zeros_like(q)  # (B, n_heads, T, head_size)
     stop = T if partial else T - T % tile_size
     for i0 in range(0, stop, tile_size):
@@ -708,7 +714,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
         l = torch.zeros_like(m)
         acc = torch.zeros_like(qi)
         for j0 in range(0, stop, tile_size):
-            if skip_future and j0 >= i1:
+            if skip_future and j0 >= (i0 if skip_future == "diagonal" else i1):
                 break  # this tile and all after it lie in the future
             j1 = min(j0 + tile_size, T)
             s = qi @ k[..., j0:j1, :].mT * factor  # (B, n_heads, tq, tk)
@@ -728,7 +734,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 l = l * a + p.sum(-1, keepdim=True) * b
                 acc = acc * a + (p @ v[..., j0:j1, :]) * b
             else:
-                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True)) if running else s.amax(-1, keepdim=True)
                 alpha = torch.exp(m - m_new)
                 p = torch.exp(s - m_new)
                 l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
@@ -771,6 +777,19 @@ TILED_ATTENTION = (
             lambda *a: _tiled(*a, normalise=False)),
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply each tile of scores by head_size ** -0.5.", lambda *a: _tiled(*a, scale=False)),
+    Mistake("diagonal_tile_skipped", "the diagonal key tile skipped",
+            "the key tile that holds the query tile's own positions must be visited too (with the causal "
+            "mask): loop j0 while j0 < i1, the end of the query tile, not i0.",
+            lambda *a: _tiled(*a, skip_future="diagonal")),
+    Mistake("maximum_not_running", "the maximum taken over the current tile only",
+            "m must be the maximum of every score seen so far: m_new = torch.maximum(m, tile maximum); "
+            "a tile whose scores are all lower would otherwise blow up exp(m - m_new).",
+            lambda *a: _tiled(*a, running=False)),
+    Mistake("scale_by_tile_size", "scores scaled by tile_size ** -0.5",
+            "the scale belongs to the dot products of length head_size: head_size ** -0.5, whatever the tile.",
+            lambda *a: _tiled(*a, scale=a[3] ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).", lambda *a: _tiled(*a, scale=1 / a[0].shape[-1])),
     Mistake("last_tile_dropped", "the last, shorter tile left out",
             "T need not be a multiple of tile_size: range(0, T, tile_size) with slices that stop at T.",
             lambda *a: _tiled(*a, partial=False)),
@@ -781,9 +800,14 @@ TILED_ATTENTION = (
 
 def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks, *,
            append="before", crop="after", keep="last", align="bottom_right", cat_dim=2, scale=True,
-           merge="transpose"):
+           merge="transpose", split="transpose", dim=-1, keys_from="cache", values_from="cache",
+           v_appends="v", offset=0, size=None):
     B = x.shape[0]
-    split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
+    size = block_size if size is None else size
+    if split == "transpose":
+        split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
+    else:  # viewed as (B, n_heads, n, head_size) straight away: tokens and heads mixed
+        split = lambda t: t.reshape(B, n_heads, t.shape[1], -1)
     K = V = None
     outs, start = [], 0
     for n in chunks:
@@ -791,23 +815,26 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
         start += n
         q, k, v = split(xc @ w_query.mT), split(xc @ w_key.mT), split(xc @ w_value.mT)
         if crop == "before" and K is not None:
-            K, V = K[..., -block_size:, :], V[..., -block_size:, :]
+            K, V = K[..., -size:, :], V[..., -size:, :]
         if K is None or append == "replace":
             K_new, V_new = k, v
         else:
-            K_new, V_new = torch.cat([K, k], dim=cat_dim), torch.cat([V, v], dim=cat_dim)
+            K_new = torch.cat([K, k], dim=cat_dim)
+            V_new = torch.cat([V, v if v_appends == "v" else k], dim=cat_dim)
         if crop == "after":
-            cut = slice(-block_size, None) if keep == "last" else slice(0, block_size)
+            cut = slice(-size, None) if keep == "last" else slice(0, size)
             K_new, V_new = K_new[..., cut, :], V_new[..., cut, :]
         keys, vals = (K, V) if append == "after" and K is not None else (K_new, V_new)
         L = keys.shape[2]
         rows = torch.arange(n, device=x.device).view(-1, 1)
         cols = torch.arange(L, device=x.device).view(1, -1)
-        hide = {"bottom_right": cols > rows + (L - n), "top_left": cols > rows,
+        hide = {"bottom_right": cols > rows + (L - n) + offset, "top_left": cols > rows,
+                "top_left_chunks": (cols > rows) & (n > 1),
                 "none": torch.zeros(n, L, dtype=torch.bool, device=x.device)}[align]
-        if not scale:  # undo the reference's head_size ** -0.5
-            q = q * q.shape[-1] ** 0.5
-        out = ref.scaled_dot_product_attention(q, keys, vals, hide)  # (B, n_heads, n, head_size)
+        factor = q.shape[-1] ** -0.5 if scale is True else 1.0 if scale is False else scale
+        wei = q @ (keys if keys_from == "cache" else k).mT * factor
+        wei = torch.softmax(wei.masked_fill(hide, float("-inf")), dim=dim)
+        out = wei @ (vals if values_from == "cache" else v)  # (B, n_heads, n, head_size)
         out = out.transpose(1, 2) if merge == "transpose" else out
         outs.append(out.reshape(B, n, -1) @ w_proj.mT + b_proj)
         K, V = K_new, V_new
@@ -833,6 +860,12 @@ CACHED_ATTENTION = (
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply the scores by head_size ** -0.5, as without a cache.",
             lambda *a: _cache(*a, scale=False)),
+    Mistake("scale_by_C", "scores scaled by C ** -0.5, the model's width",
+            "each head's dot products have head_size terms: scale by head_size ** -0.5.",
+            lambda *a: _cache(*a, scale=a[0].shape[-1] ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).",
+            lambda *a: _cache(*a, scale=a[6] / a[1].shape[0])),
     Mistake("merge_without_transpose", "heads merged without transposing back",
             "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: "
             "transpose(1, 2) first, then reshape.", lambda *a: _cache(*a, merge="none")),
@@ -847,6 +880,30 @@ CACHED_ATTENTION = (
     Mistake("no_mask_in_chunk", "no causal mask among the new tokens",
             "when several tokens arrive at once (the prompt), each may only see the ones before it.",
             lambda *a: _cache(*a, align="none")),
+    Mistake("chunk_mask_from_zero", "the mask of a chunk placed as if the cache were empty",
+            "a chunk of T_new tokens arriving after L - T_new cached ones: query i sits at position "
+            "L - T_new + i and may see keys 0..L - T_new + i, every cached key included.",
+            lambda *a: _cache(*a, align="top_left_chunks")),
+    Mistake("mask_off_by_one", "the causal mask shifted by one: each new token sees the next key too",
+            "query i of T_new sits at position L - T_new + i (counted from 0): hide the keys after "
+            "that position, key > L - T_new + i.", lambda *a: _cache(*a, offset=1)),
+    Mistake("cropped_too_short", "the cache cropped to block_size - 1 entries",
+            "keep the last block_size entries, the new token's own key included: [:, :, -block_size:].",
+            lambda *a: _cache(*a, size=a[7] - 1)),
+    Mistake("split_without_transpose", "heads split with a view to (B, n_heads, T, head_size) directly",
+            "the features of one token are head after head: view(B, T_new, n_heads, head_size), then "
+            "transpose(1, 2).", lambda *a: _cache(*a, split="view")),
+    Mistake("softmax_over_queries", "the softmax taken over the queries (dim=-2)",
+            "each query's weights over the keys must sum to 1: softmax over the last dim (dim=-1).",
+            lambda *a: _cache(*a, dim=-2)),
+    Mistake("new_keys_only", "scores against the new keys only, not the cached ones",
+            "compare the queries with every key in the cache (after appending): q @ self.k_cache.mT.",
+            lambda *a: _cache(*a, keys_from="new")),
+    Mistake("new_values_only", "weights applied to the new values only, not the cached ones",
+            "the weights run over every cached key: apply them to the cached values, wei @ self.v_cache.",
+            lambda *a: _cache(*a, values_from="new")),
+    Mistake("keys_in_value_cache", "the new keys appended to the value cache",
+            "append v to the value cache and k to the key cache.", lambda *a: _cache(*a, v_appends="k")),
 )
 
 

@@ -150,6 +150,12 @@ def _float32_inside(ctx, inputs64):
     tol64 = core_tolerance(inputs64)
     if torch.allclose(out, want, **tol64):
         return None
+    if "scores" in cpu64:  # a softmax: an error by the same factor in each row is no rounding
+        found = diagnosis.softmax_sum_finding(out, want, cpu64["scores"], lambda a, b: torch.allclose(a, b, **tol64))
+        if found and found.key == "sum_epsilon":  # the other factors may be float32 rounding
+            return (f"with float64 inputs your values differ from the float64 reference by up to "
+                    f"{float((out - want).abs().max()):.2g}, every row by one factor.\n  Likely mistake: "
+                    f"{found.name} \u2014 {found.hint}", found.key)
     return (f"with float64 inputs your values are only float32-accurate (they differ from the "
             f"float64 reference by up to {float((out - want).abs().max()):.2g}): part of the "
             "computation runs in float32.\n  Create new tensors (running maximum and sum, buffers) "
@@ -828,14 +834,20 @@ def _draw_cache(gen, case, d):
         prompt -= 1
     if case == "main":  # past the cache's size
         T = _bump(block_size + 5, taken | {prompt})
-    else:  # within it
+        chunks = [prompt] + [1] * (T - prompt)
+    else:  # within it: after the prompt, a chunk of several tokens into a non-empty cache
         T = block_size - 1
-        while T in taken | {prompt} and T > prompt + 1:
-            T -= 1
+        n = 2  # the chunk's size, no other size either
+        while n in taken | {T} and n < T - 2:
+            n += 1
+        prompt = min(prompt, T - n - 1)
+        while prompt in taken | {T, n} and prompt > 1:
+            prompt -= 1
+        chunks = [prompt, n] + [1] * (T - prompt - n)
     w = lambda: _randn(gen, nh * hs, C) * C**-0.5  # (n_heads * head_size, C)
     return {"x": _randn(gen, B, T, C), "w_query": w(), "w_key": w(), "w_value": w(),
             "w_proj": _randn(gen, C, nh * hs) * (nh * hs) ** -0.5, "b_proj": 0.1 * _randn(gen, C),
-            "n_heads": nh, "block_size": block_size, "chunks": [prompt] + [1] * (T - prompt)}
+            "n_heads": nh, "block_size": block_size, "chunks": chunks}
 
 
 def _call_cache(inputs):
