@@ -638,7 +638,7 @@ def _unwritten(exercise, ctx, again):
     same = torch.isclose(again, ctx.out, rtol=ctx.tol["rtol"], atol=ctx.tol["atol"])
     if not same.any():
         return None  # everything changes: random weights, not a hole
-    names = re.findall(r"\w+", exercise.shape(ctx.inputs)[1])
+    names = exercise.shape(ctx.inputs)[1]  # each dimension by name
     where = (~same).nonzero()
     for d in range(ctx.out.dim()):
         idx = where[:, d].unique()
