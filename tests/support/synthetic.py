@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.grading import layout as pipeline
+from grader.grading import layout
 
 
 def _solution_code(root, assignment, notebook):
@@ -124,7 +124,7 @@ def make_submission(root, student, assignment, variant):
     folder = Path(root) / "submitted" / student / assignment
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    for notebook in pipeline.expected_notebooks(root, assignment):
+    for notebook in layout.expected_notebooks(root, assignment):
         path = folder / f"{notebook}.ipynb"
         if variant in FILE_VARIANTS:
             FILE_VARIANTS[variant](path)
@@ -133,7 +133,7 @@ def make_submission(root, student, assignment, variant):
     return folder
 
 
-def make_course(dest, source_root=pipeline.ROOT):
+def make_course(dest, source_root=layout.ROOT):
     """A copy of the course (solutions, release, config) to grade in, without students."""
     dest = Path(dest)
     for name in ("solutions", "notebooks"):
@@ -180,7 +180,7 @@ ATTACKS = {
         "    import glob\n"
         "    cases = {}\n"
         "    try:\n"
-        "        from grader import fixtures\n"
+        "        from grader.checks import fixed as fixtures\n"
         "        cases = fixtures.load('scaled_dot_product_attention')\n"
         "    except Exception:\n"
         "        for path in glob.glob('/work/*/data/references/scaled_dot_product_attention.pt') + glob.glob('/tmp/*/data/references/*.pt'):\n"
