@@ -40,7 +40,7 @@ import nbformat
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets import Bool, Enum, Float, Integer, Unicode, default
 
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
@@ -105,6 +105,9 @@ class GradingExecute(Execute):
         False, help="Write the checks' typed outcomes beside the autograded notebook as "
                     "<notebook>.grading.json (make autograde's worker reads it and takes it "
                     "out again).").tag(config=True)
+    # A graded kernel's shutdown hooks (atexit) are the student's code and cost a graceful
+    # wait: its sandbox is killed instead, with every process in it.
+    shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate").tag(config=True)
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
