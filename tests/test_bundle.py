@@ -121,3 +121,21 @@ def test_every_function_of_the_answers_is_stored(built):
     assert {key: [(k, name, hint) for _, k, name, hint in catalogue]
             for key, catalogue in listing["mistakes"].items()} == {
         key: [(m.key, m.name, m.hint) for m in catalogue] for key, catalogue in course.mistakes.items()}
+
+
+def test_a_bundle_of_the_notebooks_released_so_far_holds_only_those():
+    chosen = bundle.released_notebooks(["02_tril_matmul", "01_bag_of_words"])
+    assert [p.parent.name for p in chosen] == ["01_bag_of_words", "02_tril_matmul"]
+    assert all(p.is_file() and p.parent.parent == REPO / "notebooks" for p in chosen)
+    assert len(bundle.released_notebooks()) == len(notebooks.notebook_paths("notebooks"))
+
+
+def test_a_wrong_assignment_name_stops_the_bundle_before_anything_is_written(tmp_path):
+    dest = tmp_path / "self-attention-student"
+    with pytest.raises(bundle.BundleError, match=r"no student notebook for 09_nothing; the assignments are 01_bag_of_words"):
+        bundle.build(dest, ["01_bag_of_words", "09_nothing"])
+    assert not list(tmp_path.iterdir())
+    proc = subprocess.run([sys.executable, "-m", "grader.instructor.bundle", "--dest", str(dest),
+                           "--assignments", "01_bag_of_words,9"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode != 0 and "student bundle: no student notebook for 9" in proc.stderr
+    assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir())

@@ -121,6 +121,8 @@ def _products(sz):
     products = {}
     for r in (2, 3, 4):
         for combo in itertools.combinations_with_replacement(items, r):
+            if any(combo.count(c) > 2 for c in combo):
+                continue  # B·B·B: no shape multiplies a size by itself three times
             value = math.prod(v for _, v in combo)
             if value not in singles:
                 products.setdefault(value, set()).add("\u00b7".join(k for k, _ in combo))
@@ -271,6 +273,18 @@ def module_finding(facts):
     return None
 
 
+def mask_buffer_note(key, inputs, facts):
+    """A note for a causal Head that passes without the registered mask buffer the text
+    asks for (a mask built in forward on every call), or None. facts() is the instance's."""
+    if key != "head" or not inputs.get("causal"):
+        return None
+    mod = (facts() or {}).get("module")
+    if not mod or any(name.split(".")[-1] == "mask" for name, _ in mod.get("buffers", ())):
+        return None
+    return ("note: Head has no mask buffer; the text asks for one, registered once in __init__ "
+            "(self.register_buffer(\"mask\", ...)), instead of a mask built in forward on every call.")
+
+
 # --- input mutation ----------------------------------------------------------------------
 
 IN_PLACE = re.compile(r"^(?!__)\w+_$")
@@ -382,7 +396,7 @@ TRIVIAL_TASK = {
     "scaled_dot_product_attention": "softmax(q @ k^T * head_size ** -0.5, masked) @ v",
     "multi_head_attention": "run every head, concatenate, then self.proj",
     "batched_multi_head_attention": "split q, k, v into heads, attend, merge, then self.proj",
-    "block": "x = x + self.attn(self.ln1(x)), then x = x + self.mlp(self.ln2(x))",
+    "block": "add attention, then the MLP, each of a normalised copy, to the residual stream",
     "gpt": "token and position embeddings, the blocks, ln_f, then lm_head",
     "generate": "crop the context, softmax the last logits / temperature, sample, append",
     "online_softmax": "one pass with a running maximum and a running sum, then normalise",
@@ -490,14 +504,17 @@ def _flag_variants(key, inp):
 ORDER_NAMES = {("nh", "T", "hs"): "(B, n_heads, T, head_size)", ("T", "nh", "hs"): "(B, T, n_heads, head_size)",
                ("T", "hs", "nh"): "(B, T, head_size, n_heads)", ("nh", "hs", "T"): "(B, n_heads, head_size, T)",
                ("hs", "T", "nh"): "(B, head_size, T, n_heads)", ("hs", "nh", "T"): "(B, head_size, n_heads, T)"}
-MERGE_HINT = "out.transpose(1, 2).reshape(B, T, n_heads * head_size) (reshape, since the transpose is not contiguous)"
-SPLIT_HINT = "q.view(B, T, n_heads, head_size).transpose(1, 2): head h owns features h*head_size..(h+1)*head_size-1"
+MERGE_HINT = ("move the heads' dim back next to head_size, then reshape to (B, T, n_heads * head_size) "
+              "(reshape, since a transpose is not contiguous)")
+SPLIT_HINT = ("a view as (B, T, n_heads, head_size), then T and n_heads swapped: head h owns "
+              "features h*head_size..(h+1)*head_size-1")
 
 
 def _layout_variants(key):
     if key in ("head", "scaled_dot_product_attention"):
         yield (Finding("operands_swapped", "queries and keys swapped (k @ q^T)",
-                       "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key."),
+                       "the scores are the queries times the keys (transposed), not the other way "
+                       "round: row t holds what query t finds in every key."),
                dict(order="kq"))
         yield (Finding("weights_transposed", "the weights transposed before they meet v (wei.mT @ v)",
                        "out = wei @ v: row t of wei (query t) mixes the values of the keys."),
@@ -553,7 +570,7 @@ def _weights_variants(key):
                            f"average over the tokens (dim 1, T) of each sequence, not over {name}."),
                    dict(along=along))
             yield (Finding("wrong_dim", f"a mean over {name} instead of a running mean over T",
-                           "token t averages tokens 0..t of its own sequence: x[b, :t+1].mean(0)."),
+                           "token t averages tokens 0..t of its own sequence, along T."),
                    dict(along=f"mean {along}"))
 
 
@@ -729,6 +746,14 @@ def nonfinite_finding(actual, names, key=""):
     bad = ~torch.isfinite(actual)
     if not bad.any():
         return None
+    if key in ("online_softmax", "tiled_attention") and bool((actual == float("inf")).all()):
+        return Finding("max_not_updated", "every value is +inf: the maximum subtracted at the end is still -inf",
+                       "after each step store the new running maximum (m = m_new), so that exp(x - m) "
+                       "is at most 1.")
+    if bad.all() and key in LATER:  # no mask argument here: say where, not how
+        return Finding("all_nan", "every value is NaN or inf",
+                       "follow one row by hand on a few scores: print the running maximum m and sum "
+                       "l after each step, and look for inf - inf, 0 * inf or 0 / 0.")
     if bad.all():
         return Finding("all_nan", "every value is NaN or inf",
                        "an inf met a 0 early on (0 * -inf, or inf - inf): hide scores with "
@@ -751,6 +776,44 @@ def nonfinite_finding(actual, names, key=""):
     return None
 
 
+def softmax_sum_finding(actual, expected, scores, close):
+    """For a softmax computed with a running sum: rows that are the softmax times a factor
+    (the exps right, the sum they are divided by wrong), and what the factors say."""
+    sums = actual.sum(-1, keepdim=True)
+    if not torch.isfinite(sums).all() or bool((sums <= 0).any()) or not close(actual, expected * sums):
+        return None
+    if close(sums, torch.ones_like(sums)) and close(actual, expected):
+        return None
+    lo, hi = float(sums.min()), float(sums.max())
+    if bool((sums >= 1).all()):
+        return Finding("scores_skipped", f"each row is the softmax times {lo:.4g} to {hi:.4g}: the running "
+                       "sum misses some scores",
+                       "the exps are right but l is too small: the loop must add every score of the row "
+                       "to l, the first (index 0) to the last (N - 1).")
+    if not bool((sums < 1).all()):
+        return None
+    top = scores.amax(-1, keepdim=True)
+    l_true = torch.exp(scores - top).sum(-1, keepdim=True)  # the right running sum
+    eps = l_true * (1 / sums - 1)  # what was added to it
+    if float(eps.max() - eps.min()) <= 1e-3 * float(eps.max()):
+        return Finding("sum_epsilon", f"a constant {float(eps.mean()):.2g} added to the running sum before dividing",
+                       "l is at least 1 (the largest score's own term is exp(0) = 1), so nothing can divide "
+                       "by zero: divide by l alone.")
+    return Finding("sum_too_large", f"each row is the softmax times {lo:.4g} to {hi:.4g}: the running sum "
+                   "comes out too large",
+                   "each step adds exp(x_j - m_new), against the maximum after this score, to the old sum "
+                   "rescaled by exp(m - m_new).")
+
+
+def overflow_finding(key):
+    """Right on the check's inputs, NaN/inf once they change: something overflows."""
+    if key not in ("online_softmax", "tiled_attention"):
+        return None
+    return Finding("maximum_decreases", "right on these inputs, NaN/inf once the keys change: an exp overflows",
+                   "exp(m - m_new) overflows when m_new can be lower than m: the running maximum must never go "
+                   "down, m_new = torch.maximum(m, the new scores' maximum).")
+
+
 def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts=None,
             names=None, error=None):
     """A Finding that explains this output (or this error), or None.
@@ -771,8 +834,14 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
         return nonfinite_finding(actual, names, key)
     if expected is not None and _matches(actual, expected, close):
         return None  # right values: whatever failed, the values say nothing about it
+    if key == "generate":
+        return context_length_finding(inp, actual, expected)
     if expected is not None and actual.shape != expected.shape:
         return shape_finding(key, actual.shape, expected, close, names, sz)
+    if key == "online_softmax" and expected is not None:
+        finding = softmax_sum_finding(actual, expected, inp["scores"], close)
+        if finding:
+            return finding
     for finding, knobs in _variants(key, inp, sz):
         try:
             guess = forward(key, inp, **knobs)
@@ -804,6 +873,33 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
             want = CORRECT_SCALE.get(key, "head_size ** -0.5")
             return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
                            f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
+    return None
+
+
+def context_length_finding(inp, actual, expected):
+    """generate's tokens, when they are those of a model always given the last L tokens
+    for one L other than block_size: how long the context was."""
+    _generate = registry.knob("generate")  # grader/answers/mistakes.py's generate with knobs
+    block_size, T = int(inp["block_size"]), len(inp["idx"][0])
+    args = (inp["model"], inp["idx"], inp["max_new_tokens"], block_size, inp["temperature"], inp["seed"])
+    for L in range(1, inp["model"]["pos"].shape[0] + 1):
+        try:
+            guess = _generate(*args, crop=L).to(actual.dtype)
+        except Exception:
+            continue
+        if L == block_size or (expected is not None and torch.equal(guess, expected.to(guess.dtype))):
+            continue
+        if torch.equal(guess, actual):
+            if L == T:
+                why = (f"the prompt's length T = {T}: a length read before the loop (idx.shape[1] "
+                       "of the prompt) stays fixed while idx grows")
+            elif abs(L - block_size) == 1:
+                why = f"block_size {'+' if L > block_size else '-'} 1: the crop is off by one"
+            else:
+                why = f"not block_size = {block_size}"
+            return Finding("context_length", f"the model was given the last {L} tokens each step",
+                           f"{L} is {why}. Keep the last block_size tokens of the growing "
+                           "sequence at every step.")
     return None
 
 
@@ -853,6 +949,7 @@ class _ErrorContext:
     type_name: str
     sz: dict
     facts: object
+    key: str = ""
 
     def nm(self, n):
         """n, with the size it equals when it equals exactly one ("7 = T")."""
@@ -865,6 +962,10 @@ def _broadcast(m, ctx):
     if reduced and "keepdim" not in set((ctx.facts or {}).get("keywords", ())):
         article = "an" if reduced[0][0] in "aeiou" else "a"
         hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+    elif {name_number(a, ctx.sz), name_number(b, ctx.sz)} == {"B", "T"}:
+        hint = ("one tensor has T where the other has B: a (T, C) tensor lines up with (B, T, C) "
+                "from the right as it is; an unsqueeze, view or transpose that puts T in front of "
+                "another dim breaks that")
     elif d == 0:
         hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
     else:
@@ -953,6 +1054,21 @@ def _cat(m, ctx):
                    "dim is the one that grows (for keys and values, the time dim).")
 
 
+def _tensor_truth(m, ctx):
+    compared = sorted({"max", "min"} & set((ctx.facts or {}).get("builtins", ())))
+    if compared:
+        name = compared[0]
+        return Finding("python_max", f"Python's {name}() on tensors",
+                       f"{name}(a, b) asks whether a > b as one True/False; for an elementwise "
+                       f"{'maximum' if name == 'max' else 'minimum'} use torch.{name}imum(a, b).")
+    if ctx.key in LATER:  # these exercises take no optional argument to test with `is not None`
+        return Finding("tensor_truth", "a tensor used as a True/False condition",
+                       "if, and, or, not (and Python's max/min) need one True/False: compare "
+                       "tensors elementwise with torch.where, torch.maximum or &, |.")
+    return Finding("tensor_truth", "a tensor used as a True/False condition",
+                   "to ask whether an argument was given, test `if mask is not None:`.")
+
+
 def _fixed(key, name, hint):
     return lambda m, ctx: Finding(key, name, hint)
 
@@ -968,9 +1084,7 @@ ERROR_RULES = (
     (r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] "
      r"but got: \[(\d+), (\d+)\]", _batched_matmul),
     (r"name '(\w+)' is not defined", _not_stored),
-    (re.escape("Boolean value of Tensor with more than one value is ambiguous"),
-     _fixed("tensor_truth", "a tensor used as a True/False condition",
-            "to ask whether an argument was given, test `if mask is not None:`.")),
+    (re.escape("Boolean value of Tensor with more than one value is ambiguous"), _tensor_truth),
     (re.escape("view size is not compatible with input tensor's size and stride"),
      _fixed("view_after_transpose", ".view on a transposed (non-contiguous) tensor",
             "after a transpose use .reshape(...) (or .contiguous().view(...)).")),
@@ -995,7 +1109,7 @@ def error_finding(type_name, message, sz, facts=None, key=""):
     found = globals_finding(facts, sz, error_numbers=set(numbers), key=key)
     if found:
         return found
-    ctx = _ErrorContext(type_name, sz, facts)
+    ctx = _ErrorContext(type_name, sz, facts, key)
     for pattern, rule in ERROR_RULES:
         m = re.search(pattern, message)
         found = rule(m, ctx) if m else None

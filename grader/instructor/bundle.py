@@ -1,6 +1,7 @@
 """The student bundle: what students get, without answers.
 
-    python -m grader.instructor.bundle [--dest dist/self-attention-student]     (make student-bundle)
+    python -m grader.instructor.bundle [--dest dist/self-attention-student] [--assignments NAME ...]
+        (make student-bundle [ASSIGNMENTS="01_bag_of_words 02_tril_matmul"])
 
 The bundle holds the student notebooks, the plot and widget helpers, the corpus, the
 checks (grader/checks/ as it is, and the package's own top-level modules) with the fixed
@@ -12,8 +13,9 @@ diagnosis turns), which the bundle leaves out. Its checks receive lookups of tho
 outputs instead (grader/checks/stored.py, through grader/checks/registry.py), so a
 visible check in the bundle passes a correct answer and names a catalogued mistake
 exactly as in the course repository. Not in the bundle: solutions/, hidden tests, the
-answers, the grading pipeline, the instructor's tools, tests. `make lab` in the bundle
-installs and opens it.
+answers, the grading pipeline, the instructor's tools, tests. With assignments, it holds
+only those notebooks (the ones released so far), so a later notebook's given code is not
+handed out early. `make lab` in the bundle installs and opens it.
 """
 import argparse
 import importlib.util
@@ -214,15 +216,31 @@ def _copy(src, dst, pattern="*"):
             shutil.copy2(path, target)
 
 
-def build(dest=DEST):
-    """Write the bundle to dest (replacing it); returns its path."""
+def released_notebooks(assignments=None):
+    """The student notebooks the bundle holds: every one, or those of assignments (names
+    such as 05_scaled_attention), in course order."""
+    available = sorted(p.parent.name for p in (ROOT / "notebooks").glob("*/*.ipynb"))
+    unknown = sorted(set(assignments or ()) - set(available))
+    if unknown:
+        raise BundleError(f"no student notebook for {', '.join(unknown)}; the assignments are "
+                          f"{', '.join(available)}")
+    chosen = sorted(set(assignments)) if assignments else available
+    return [path for name in chosen for path in sorted((ROOT / "notebooks" / name).glob("*.ipynb"))]
+
+
+def build(dest=DEST, assignments=None):
+    """Write the bundle to dest (replacing it), with every student notebook or those of
+    assignments; returns its path."""
     import torch
 
     dest = Path(dest)
+    chosen = released_notebooks(assignments)  # a wrong name stops here, before anything is written
     table = record()
     tmp = dest.with_name(dest.name + ".incoming")
     shutil.rmtree(tmp, ignore_errors=True)
-    _copy(ROOT / "notebooks", tmp / "notebooks", "*/*.ipynb")
+    for path in chosen:
+        (tmp / "notebooks" / path.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, tmp / "notebooks" / path.parent.name / path.name)
     _copy(ROOT / "notebook_helpers", tmp / "notebook_helpers", "*.py")
     _copy(ROOT / "data" / "references", tmp / "data" / "references", "*.pt")
     shutil.copy2(ROOT / "data" / "corpus.txt", tmp / "data" / "corpus.txt")
@@ -246,8 +264,14 @@ def build(dest=DEST):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=DEST)
+    parser.add_argument("--assignments", nargs="*", default=[],
+                        help="only these notebooks (the ones released so far); default: all")
     args = parser.parse_args(argv)
-    dest = build(args.dest)
+    names = [n for arg in args.assignments for n in arg.replace(",", " ").split()]
+    try:
+        dest = build(args.dest, names)
+    except BundleError as err:
+        raise SystemExit(f"student bundle: {err}") from None
     files = [p for p in dest.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files) / 2**20
     print(f"student bundle: {dest} ({len(files)} files, {size:.1f} MiB); `make lab` there opens it")
