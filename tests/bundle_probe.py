@@ -53,4 +53,6 @@ try:
     grader.check_scaled_dot_product_attention(students["scaled_dot_product_attention"][0], "values", hidden=True)
 except Exception as err:
     report["hidden"] = f"{type(err).__name__}: {err}"
+from grader.checks import registry  # noqa: E402
+report["answers_from"] = sorted({fn.__module__ for fn in registry.answers().reference.values()})
 print(json.dumps(report))

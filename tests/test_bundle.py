@@ -108,6 +108,7 @@ def test_every_visible_check_in_the_bundle_passes_the_answer_and_names_the_mista
     assert {k: v for k, v in report["named"].items() if v is not True} == {}
     assert "values differ from the reference" in report["unknown_wrong_answer"]
     assert "NotShipped" in report["hidden"] and "graded" in report["hidden"]
+    assert report["answers_from"] == ["grader.checks.stored"]  # lookups, never the course's answers
 
 
 def test_every_function_of_the_answers_is_stored(built):

@@ -19,7 +19,7 @@ def _draw(gen, case, d):
 def exercise():
     ex = Exercise(name="double", call=lambda inputs: {"kind": "function", "args": [inputs["a"]], "names": ["a"]},
                   reference=_double, draw=_draw, dims={"B": (2, (2, 3)), "T": (5, (4, 6)), "N": (3, (7, 9))},
-                  shape=lambda inputs: (tuple(inputs["a"].shape), "(B, T, N)"),
+                  shape=lambda inputs: (tuple(inputs["a"].shape), ("B", "T", "N")),
                   focuses={"values": Focus("doubles its input", values=True)}, key="double_not_in_the_course")
     ex.mistakes = ()
     return ex
