@@ -6,20 +6,10 @@ and hint are shown. Each variant takes the same arguments as the matching functi
 ``grader.answers.reference``. The numbers in the comments refer to the list of misconceptions
 at the end of the curriculum.
 """
-from dataclasses import dataclass
-from typing import Callable
-
 import torch
 
 from grader.answers import reference as ref
-
-
-@dataclass(frozen=True)
-class Mistake:
-    key: str
-    name: str
-    hint: str
-    fn: Callable
+from grader.checks.registry import Mistake
 
 
 # --- names and hints shared by several exercises ------------------------------------
@@ -721,19 +711,14 @@ CACHED_ATTENTION = (
 )
 
 
-# --- rules a call broke while it ran (grader.checks.student_call.CallRefused) ----------------
+# --- each exercise's catalogue, by the exercise's key ------------------------------------
 
-REFUSALS = {
-    "whole_row": ("a whole row reduced at once",
-                  "keep a running maximum and a running sum, updated one score at a time."),
-    "fused_kernel": ("a fused attention kernel called",
-                     "write the loops over tiles of queries and keys yourself."),
-    "full_matrix": ("the T x T matrix formed",
-                    "compare one tile of queries with one tile of keys at a time."),
-    "tile_strip": ("a tile of queries against all T keys",
-                   "tile the keys too, and combine the key tiles with a running max and sum."),
-    "too_large": ("an intermediate larger than two tiles",
-                  "keep only one tile of scores and the running statistics at a time."),
-    "stream_shape": ("outputs for the whole cache returned",
-                     "return one output per new token: (B, T_new, C)."),
+BY_EXERCISE = {
+    "bag_of_words_loop": BAG_OF_WORDS, "bag_of_words_matmul": BAG_OF_WORDS,
+    "running_average_weights": RUNNING_AVERAGE_WEIGHTS, "masked_softmax": MASKED_SOFTMAX,
+    "causal_weights": CAUSAL_WEIGHTS, "head": HEAD,
+    "scaled_dot_product_attention": SCALED_DOT_PRODUCT_ATTENTION,
+    "multi_head_attention": MULTI_HEAD_ATTENTION, "batched_multi_head_attention": MULTI_HEAD_ATTENTION,
+    "block": BLOCK, "gpt": GPT, "generate": GENERATE, "online_softmax": ONLINE_SOFTMAX,
+    "tiled_attention": TILED_ATTENTION, "cached_attention": CACHED_ATTENTION,
 }

@@ -359,13 +359,30 @@ def code_facts(obj, call=None):
 class CallRefused(Exception):
     """The student's code ran but broke a rule of the exercise (it read a whole row at
     once, or formed the T x T matrix). The first line of the message says what it did;
-    `key` names the rule (grader.mistakes.REFUSALS: its name and hint), and travels out of
+    `key` names the rule (REFUSALS below: its name and hint), and travels out of
     a grading kernel as one of the exception's fields."""
 
     def __init__(self, key, message):
         super().__init__(message)
         self.key = key
         self.fields = {"key": key}
+
+
+# The mistake each rule names when a call breaks it (CallRefused.key): its name and hint.
+REFUSALS = {
+    "whole_row": ("a whole row reduced at once",
+                  "keep a running maximum and a running sum, updated one score at a time."),
+    "fused_kernel": ("a fused attention kernel called",
+                     "write the loops over tiles of queries and keys yourself."),
+    "full_matrix": ("the T x T matrix formed",
+                    "compare one tile of queries with one tile of keys at a time."),
+    "tile_strip": ("a tile of queries against all T keys",
+                   "tile the keys too, and combine the key tiles with a running max and sum."),
+    "too_large": ("an intermediate larger than two tiles",
+                  "keep only one tile of scores and the running statistics at a time."),
+    "stream_shape": ("outputs for the whole cache returned",
+                     "return one output per new token: (B, T_new, C)."),
+}
 
 
 def _build(student, call, device, dtype):
