@@ -367,6 +367,36 @@ def _block(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_
     raise ValueError(layout)
 
 
+def _block_parts(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_b,
+                 w_fc, b_fc, w_out, b_out, n_heads, block_size=None, dropout=0.0, *,
+                 attn_norm="ln1", mlp_norm="ln2", attn_res="x", mlp_res="x", order="attn_first",
+                 final=None):
+    """The pre-norm block with some parts changed: which norm feeds each branch ("ln1", "ln2",
+    "none", "plain": no learned weights, "unbiased": a hand-made one with torch.std and the
+    branch's own weights), what each residual adds the branch to ("x", "normed": the norm's
+    output, "none"), the order of the branches, and a norm on the block's output."""
+    lns = {"ln1": (ln1_w, ln1_b), "ln2": (ln2_w, ln2_b)}
+
+    def norm(kind, t, own):
+        if kind == "none":
+            return t
+        if kind == "plain":
+            return torch.nn.functional.layer_norm(t, (t.shape[-1],), eps=1e-5)
+        if kind == "unbiased":
+            w, b = lns[own]
+            return (t - t.mean(-1, keepdim=True)) / (t.std(-1, keepdim=True) + 1e-5) * w + b
+        return ref.layer_norm(t, *lns[kind])
+
+    branches = {"attn": (attn_norm, attn_res, "ln1", lambda t: ref.causal_self_attention(
+                    t, w_query, w_key, w_value, w_proj, b_proj, n_heads)),
+                "mlp": (mlp_norm, mlp_res, "ln2", lambda t: ref.mlp(t, w_fc, b_fc, w_out, b_out))}
+    for name in (("attn", "mlp") if order == "attn_first" else ("mlp", "attn")):
+        kind, res, own, branch = branches[name]
+        h = norm(kind, x, own)
+        x = {"x": x, "normed": h, "none": 0}[res] + branch(h)  # (B, T, C)
+    return ref.layer_norm(x, ln2_w, ln2_b) if final == "ln2" else x
+
+
 BLOCK = (
     Mistake("post_norm", "post-norm instead of pre-norm",
             "normalise the input of each branch, not the sum: the branch reads a normalised copy "
@@ -389,30 +419,89 @@ BLOCK = (
     Mistake("parallel_branches", "the MLP reads the block's input instead of the attention's output",
             "update x with the attention branch first, then feed that x to ln2 and the MLP.",
             lambda *a: _block(*a, layout="parallel")),
-)
+) + tuple(
+    Mistake(key, name, hint, lambda *a, parts=parts: _block_parts(*a, **parts))
+    for key, name, hint, parts in (
+        ("no_attention_residual", "no residual around the attention",
+         "add the attention branch's output to the block's input x (a residual); without it "
+         "the input never reaches the output.", {"attn_res": "none"}),
+        ("no_mlp_residual", "no residual around the MLP",
+         "add the MLP branch's output to its input x (a residual), as for the attention.",
+         {"mlp_res": "none"}),
+        ("mlp_residual_after_norm", "the MLP's residual added to ln2(x) instead of x",
+         "the residual path carries x unnormalised: the branch's output is added to x, not "
+         "to the LayerNorm's output.", {"mlp_res": "normed"}),
+        ("attention_residual_after_norm", "the attention's residual added to ln1(x) instead of x",
+         "the residual path carries x unnormalised: the branch's output is added to x, not "
+         "to the LayerNorm's output.", {"attn_res": "normed"}),
+        ("mlp_norm_ln1", "ln1 used before the MLP as well",
+         "each branch has its own LayerNorm: ln1 before the attention, ln2 before the MLP.", {"mlp_norm": "ln1"}),
+        ("attention_norm_ln2", "ln2 used before the attention as well",
+         "each branch has its own LayerNorm: ln1 before the attention, ln2 before the MLP.", {"attn_norm": "ln2"}),
+        ("mlp_not_normalised", "the MLP's input not normalised",
+         "pre-norm normalises the input of both branches: the MLP reads ln2 of x.", {"mlp_norm": "none"}),
+        ("attention_not_normalised", "the attention's input not normalised",
+         "pre-norm normalises the input of both branches: the attention reads ln1 of x.",
+         {"attn_norm": "none"}),
+        ("norm_without_weights", "LayerNorm without its learned weight and bias",
+         "use the block's own layers, self.ln1 and self.ln2: a new nn.LayerNorm (or F.layer_norm "
+         "without weight and bias) ignores the weights the model learns (and the check loads).",
+         {"attn_norm": "plain", "mlp_norm": "plain"}),
+        ("norm_unbiased", "a hand-made LayerNorm with the unbiased variance",
+         "LayerNorm divides by the biased standard deviation, sqrt(var(unbiased=False) + eps); "
+         "torch.std and torch.var default to the unbiased one (divided by C - 1). Simplest: "
+         "call self.ln1 and self.ln2.", {"attn_norm": "unbiased", "mlp_norm": "unbiased"}),
+        ("branches_swapped", "the MLP runs before the attention",
+         "the attention comes first (tokens exchange information), then the MLP works on each "
+         "token.", {"order": "mlp_first"}),
+        ("extra_final_norm", "the block's output normalised",
+         "return x after the second residual as it is: pre-norm normalises only what goes into "
+         "each branch (the GPT's ln_f normalises once, after the last block).", {"final": "ln2"}),
+    ))
 
 
 # --- 07: the GPT's forward -----------------------------------------------------------
 
 def _gpt(idx, tok, pos, *rest, layout):
     *layers, lnf_w, lnf_b, w_head, b_head, n_heads, block_size = rest
-    T = idx.shape[1]
+    B, T = idx.shape
     F = torch.nn.functional
     x = F.embedding(idx, tok)  # (B, T, C)
-    if layout == "positions_from_ids":
-        x = x + F.embedding(idx, pos)  # the position table indexed by token ids
-    elif layout == "positions_not_sliced":
-        x = x + pos  # (block_size, C): fails unless T == block_size
+    if layout == "scaled_embeddings":
+        x = x * tok.shape[1] ** 0.5
+    positions = {"positions_from_ids": lambda: F.embedding(idx, pos),  # the table indexed by token ids
+                 "positions_not_sliced": lambda: pos,  # (block_size, C): fails unless T == block_size
+                 "positions_reversed": lambda: pos[:T].flip(0),
+                 "positions_from_one": lambda: pos[1:T + 1],
+                 "positions_per_sequence": lambda: pos[:B].unsqueeze(1),  # (B, 1, C): sequence b at b
+                 "concatenated": lambda: None}
+    if layout == "concatenated":  # (B, T, 2C): the first LayerNorm raises
+        x = torch.cat([x, pos[:T].expand(B, T, -1)], dim=-1)
+        return F.layer_norm(x, (tok.shape[1],), layers[0][0], layers[1][0], eps=1e-5)
+    if layout in positions:
+        x = x + positions[layout]()
     elif layout not in ("positions_after_blocks", "no_positions"):
         x = x + pos[:T]
-    for weights in zip(*layers) if layout != "no_blocks" else ():
+    if layout in ("final_norm_first", "final_norm_twice"):
+        x = ref.layer_norm(x, lnf_w, lnf_b)
+    blocks = list(zip(*layers)) if layout != "no_blocks" else []
+    for weights in {"first_block_only": blocks[:1], "last_block_only": blocks[-1:]}.get(layout, blocks):
         x = ref.block(x, *weights, n_heads)
     if layout == "positions_after_blocks":
         x = x + pos[:T]
-    if layout != "no_final_norm":
+    if layout not in ("no_final_norm", "final_norm_first", "final_norm_after_head"):
         x = ref.layer_norm(x, lnf_w, lnf_b)
-    return x @ w_head.mT + b_head  # (B, T, vocab_size)
+    if layout == "tied_head":  # logits from the token embedding table, lm_head unused
+        return x @ tok.mT
+    logits = x @ w_head.mT + b_head  # (B, T, vocab_size)
+    if layout == "final_norm_after_head":  # a LayerNorm over C given vocab_size features raises
+        return F.layer_norm(logits, (tok.shape[1],), lnf_w, lnf_b, eps=1e-5)
+    return {"probabilities": lambda: torch.softmax(logits, dim=-1),
+            "log_probabilities": lambda: torch.log_softmax(logits, dim=-1)}.get(layout, lambda: logits)()
 
+
+_POSITIONS_HINT = ("token t sits at position t: add position_embedding of torch.arange(T) (0, 1, "
+                   "..., T - 1, on idx's device) to every sequence's token embeddings.")
 
 GPT = (
     Mistake("positions_after_attention", "positions added after attention",
@@ -428,12 +517,49 @@ GPT = (
     Mistake("positions_not_sliced", "the whole position table added, not its first T rows",
             "a sequence may be shorter than block_size: use positions 0..T-1 only.",
             lambda *a: _gpt(*a, layout="positions_not_sliced")),
+    Mistake("positions_reversed", "positions counted backwards (T - 1 down to 0)", _POSITIONS_HINT,
+            lambda *a: _gpt(*a, layout="positions_reversed")),
+    Mistake("positions_from_one", "positions counted from 1 instead of 0", _POSITIONS_HINT,
+            lambda *a: _gpt(*a, layout="positions_from_one")),
+    Mistake("positions_per_sequence", "one position per sequence (numbered along the batch), not per token",
+            "the positions number the tokens of a sequence, 0..T-1 along dim 1; every sequence of "
+            "the batch uses the same T positions.", lambda *a: _gpt(*a, layout="positions_per_sequence")),
+    Mistake("embeddings_concatenated", "token and position embeddings concatenated (2·C features)",
+            "add them: both are (.., C), and their sum is the (B, T, C) the blocks expect.",
+            lambda *a: _gpt(*a, layout="concatenated")),
+    Mistake("scaled_embeddings", "token embeddings scaled by sqrt(C)",
+            "this GPT adds the embeddings as they are; the sqrt(C) factor belongs to another model.",
+            lambda *a: _gpt(*a, layout="scaled_embeddings")),
     Mistake("no_blocks", "the blocks left out",
             "run the embeddings through self.blocks before ln_f and lm_head: without them no "
             "token sees another.", lambda *a: _gpt(*a, layout="no_blocks")),
+    Mistake("first_block_only", "only the first block runs",
+            "every block runs, each on the previous one's output: self.blocks(x) runs them all.",
+            lambda *a: _gpt(*a, layout="first_block_only")),
+    Mistake("last_block_only", "the blocks not chained: only the last one's output is kept",
+            "each block reads the previous block's output: in a loop, reassign x (x = block(x)), "
+            "or call self.blocks(x), which chains them.", lambda *a: _gpt(*a, layout="last_block_only")),
     Mistake("no_final_norm", "final LayerNorm left out",
             "apply self.ln_f after the last block, before self.lm_head.",
             lambda *a: _gpt(*a, layout="no_final_norm")),
+    Mistake("final_norm_first", "ln_f applied before the blocks instead of after",
+            "ln_f normalises the last block's output, just before lm_head.",
+            lambda *a: _gpt(*a, layout="final_norm_first")),
+    Mistake("final_norm_twice", "ln_f applied before the blocks as well",
+            "ln_f is used once, on the last block's output; the embeddings go into the first block as they are.",
+            lambda *a: _gpt(*a, layout="final_norm_twice")),
+    Mistake("final_norm_after_head", "ln_f applied to the logits",
+            "ln_f normalises the last block's output (C features), before lm_head turns it into "
+            "vocab_size logits.", lambda *a: _gpt(*a, layout="final_norm_after_head")),
+    Mistake("tied_head", "logits from the token embedding table instead of lm_head",
+            "the model has its own output layer: the logits are self.lm_head of the normalised "
+            "output (the check loads its weights).", lambda *a: _gpt(*a, layout="tied_head")),
+    Mistake("probabilities", "probabilities returned instead of logits",
+            "forward returns the logits, unnormalised: the loss (F.cross_entropy) and generate "
+            "apply the softmax themselves.", lambda *a: _gpt(*a, layout="probabilities")),
+    Mistake("log_probabilities", "log-probabilities returned instead of logits",
+            "forward returns lm_head's output as it is: F.cross_entropy applies log_softmax itself.",
+            lambda *a: _gpt(*a, layout="log_probabilities")),
 )
 
 
@@ -447,17 +573,22 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
     gen = torch.Generator().manual_seed(seed)
     idx = torch.tensor(idx, dtype=torch.long)  # (B, T)
     for _ in range(max_new_tokens):
-        context = {"end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
-                   "last": idx[:, -1:], "model": idx[:, -lm.block_size:]}[crop]
+        context = idx[:, -crop:] if isinstance(crop, int) else {  # crop: the length kept
+            "end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
+            "last": idx[:, -1:], "model": idx[:, -lm.block_size:]}[crop]
         logits = lm(context)[:, position, :]  # (B, vocab_size)
         if probs == "softmax":
             p = torch.softmax(logits / temperature, dim=dim)
+        elif probs == "twice":  # logits / temperature, then softmax(that / temperature)
+            p = torch.softmax(logits / temperature**2, dim=dim)
         elif probs == "logits":  # (12) raises: negative "probabilities"
             p = logits / temperature
         elif probs == "after":  # torch.multinomial renormalises: the temperature vanishes
             p = torch.softmax(logits, dim=dim) / temperature
         elif probs == "multiplied":
             p = torch.softmax(logits * temperature, dim=dim)
+        if pick == "at_once":  # every new token drawn from the prompt's next-token distribution
+            return torch.cat([idx, torch.multinomial(p, max_new_tokens, replacement=True, generator=gen)], 1)
         if pick == "sample":
             nxt = torch.multinomial(p, num_samples=1, generator=gen)  # (B, 1)
         else:
@@ -491,6 +622,14 @@ GENERATE = (
             "divide the logits by the temperature before the softmax. Dividing the "
             "probabilities changes nothing, since torch.multinomial renormalises them.",
             lambda *a: _generate(*a, probs="after")),
+    Mistake("temperature_twice", "the logits divided by the temperature twice",
+            "divide the logits by the temperature once, then softmax: dividing again before the "
+            "softmax sharpens (or flattens) the distribution a second time.",
+            lambda *a: _generate(*a, probs="twice")),
+    Mistake("sampled_at_once", "every new token sampled at once from the prompt's prediction",
+            "generate one token per step: predict from the context, sample one token, append it, "
+            "and predict the next one from the context that now ends with it.",
+            lambda *a: _generate(*a, pick="at_once")),
     Mistake("temperature_multiplied", "logits multiplied by the temperature",
             "divide by the temperature: a high temperature must flatten the distribution.",
             lambda *a: _generate(*a, probs="multiplied")),
@@ -506,7 +645,7 @@ GENERATE = (
 
 # --- 08: online softmax --------------------------------------------------------------
 
-def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1):
+def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1, term="new"):
     x = scores.movedim(dim, -1)  # (..., N)
     m = torch.full(x.shape[:-1], start, dtype=x.dtype, device=x.device)  # running max
     l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # running sum
@@ -523,6 +662,8 @@ def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=T
             alpha = torch.exp(ref_m - m)
         else:
             alpha = torch.ones_like(l)
+        if term == "old":  # the new score measured against the maximum before it
+            ref_m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
         l = l * alpha + torch.exp(xj - ref_m)
         m = m_new
     out = torch.exp(x) / l.unsqueeze(-1) if not shift else torch.exp(x - m.unsqueeze(-1)) / l.unsqueeze(-1)
@@ -550,6 +691,10 @@ ONLINE_SOFTMAX = (
             lambda scores: _online(scores, guard=False)),
     Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
             lambda scores: _online(scores, dim=-2)),
+    Mistake("term_old_max", "the new score's term measured against the old maximum",
+            "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
+            "maximum the term is too large whenever x_j raises it.",
+            lambda scores: _online(scores, term="old")),
 )
 
 
@@ -557,9 +702,9 @@ ONLINE_SOFTMAX = (
 
 def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=False,
            rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True,
-           start=float("-inf")):
+           start=float("-inf"), running=True):
     T, head_size = q.shape[-2], q.shape[-1]
-    factor = head_size**-0.5 if scale else 1.0
+    factor = head_size**-0.5 if scale is True else 1.0 if scale is False else scale
     out = torch.zeros_like(q)  # (B, n_heads, T, head_size)
     stop = T if partial else T - T % tile_size
     for i0 in range(0, stop, tile_size):
@@ -569,7 +714,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
         l = torch.zeros_like(m)
         acc = torch.zeros_like(qi)
         for j0 in range(0, stop, tile_size):
-            if skip_future and j0 >= i1:
+            if skip_future and j0 >= (i0 if skip_future == "diagonal" else i1):
                 break  # this tile and all after it lie in the future
             j1 = min(j0 + tile_size, T)
             s = qi @ k[..., j0:j1, :].mT * factor  # (B, n_heads, tq, tk)
@@ -589,7 +734,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 l = l * a + p.sum(-1, keepdim=True) * b
                 acc = acc * a + (p @ v[..., j0:j1, :]) * b
             else:
-                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True)) if running else s.amax(-1, keepdim=True)
                 alpha = torch.exp(m - m_new)
                 p = torch.exp(s - m_new)
                 l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
@@ -632,6 +777,19 @@ TILED_ATTENTION = (
             lambda *a: _tiled(*a, normalise=False)),
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply each tile of scores by head_size ** -0.5.", lambda *a: _tiled(*a, scale=False)),
+    Mistake("diagonal_tile_skipped", "the diagonal key tile skipped",
+            "the key tile that holds the query tile's own positions must be visited too (with the causal "
+            "mask): loop j0 while j0 < i1, the end of the query tile, not i0.",
+            lambda *a: _tiled(*a, skip_future="diagonal")),
+    Mistake("maximum_not_running", "the maximum taken over the current tile only",
+            "m must be the maximum of every score seen so far: m_new = torch.maximum(m, tile maximum); "
+            "a tile whose scores are all lower would otherwise blow up exp(m - m_new).",
+            lambda *a: _tiled(*a, running=False)),
+    Mistake("scale_by_tile_size", "scores scaled by tile_size ** -0.5",
+            "the scale belongs to the dot products of length head_size: head_size ** -0.5, whatever the tile.",
+            lambda *a: _tiled(*a, scale=a[3] ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).", lambda *a: _tiled(*a, scale=1 / a[0].shape[-1])),
     Mistake("last_tile_dropped", "the last, shorter tile left out",
             "T need not be a multiple of tile_size: range(0, T, tile_size) with slices that stop at T.",
             lambda *a: _tiled(*a, partial=False)),
@@ -642,9 +800,14 @@ TILED_ATTENTION = (
 
 def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks, *,
            append="before", crop="after", keep="last", align="bottom_right", cat_dim=2, scale=True,
-           merge="transpose"):
+           merge="transpose", split="transpose", dim=-1, keys_from="cache", values_from="cache",
+           v_appends="v", offset=0, size=None):
     B = x.shape[0]
-    split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
+    size = block_size if size is None else size
+    if split == "transpose":
+        split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
+    else:  # viewed as (B, n_heads, n, head_size) straight away: tokens and heads mixed
+        split = lambda t: t.reshape(B, n_heads, t.shape[1], -1)
     K = V = None
     outs, start = [], 0
     for n in chunks:
@@ -652,23 +815,26 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
         start += n
         q, k, v = split(xc @ w_query.mT), split(xc @ w_key.mT), split(xc @ w_value.mT)
         if crop == "before" and K is not None:
-            K, V = K[..., -block_size:, :], V[..., -block_size:, :]
+            K, V = K[..., -size:, :], V[..., -size:, :]
         if K is None or append == "replace":
             K_new, V_new = k, v
         else:
-            K_new, V_new = torch.cat([K, k], dim=cat_dim), torch.cat([V, v], dim=cat_dim)
+            K_new = torch.cat([K, k], dim=cat_dim)
+            V_new = torch.cat([V, v if v_appends == "v" else k], dim=cat_dim)
         if crop == "after":
-            cut = slice(-block_size, None) if keep == "last" else slice(0, block_size)
+            cut = slice(-size, None) if keep == "last" else slice(0, size)
             K_new, V_new = K_new[..., cut, :], V_new[..., cut, :]
         keys, vals = (K, V) if append == "after" and K is not None else (K_new, V_new)
         L = keys.shape[2]
         rows = torch.arange(n, device=x.device).view(-1, 1)
         cols = torch.arange(L, device=x.device).view(1, -1)
-        hide = {"bottom_right": cols > rows + (L - n), "top_left": cols > rows,
+        hide = {"bottom_right": cols > rows + (L - n) + offset, "top_left": cols > rows,
+                "top_left_chunks": (cols > rows) & (n > 1),
                 "none": torch.zeros(n, L, dtype=torch.bool, device=x.device)}[align]
-        if not scale:  # undo the reference's head_size ** -0.5
-            q = q * q.shape[-1] ** 0.5
-        out = ref.scaled_dot_product_attention(q, keys, vals, hide)  # (B, n_heads, n, head_size)
+        factor = q.shape[-1] ** -0.5 if scale is True else 1.0 if scale is False else scale
+        wei = q @ (keys if keys_from == "cache" else k).mT * factor
+        wei = torch.softmax(wei.masked_fill(hide, float("-inf")), dim=dim)
+        out = wei @ (vals if values_from == "cache" else v)  # (B, n_heads, n, head_size)
         out = out.transpose(1, 2) if merge == "transpose" else out
         outs.append(out.reshape(B, n, -1) @ w_proj.mT + b_proj)
         K, V = K_new, V_new
@@ -694,6 +860,12 @@ CACHED_ATTENTION = (
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply the scores by head_size ** -0.5, as without a cache.",
             lambda *a: _cache(*a, scale=False)),
+    Mistake("scale_by_C", "scores scaled by C ** -0.5, the model's width",
+            "each head's dot products have head_size terms: scale by head_size ** -0.5.",
+            lambda *a: _cache(*a, scale=a[0].shape[-1] ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).",
+            lambda *a: _cache(*a, scale=a[6] / a[1].shape[0])),
     Mistake("merge_without_transpose", "heads merged without transposing back",
             "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: "
             "transpose(1, 2) first, then reshape.", lambda *a: _cache(*a, merge="none")),
@@ -708,6 +880,30 @@ CACHED_ATTENTION = (
     Mistake("no_mask_in_chunk", "no causal mask among the new tokens",
             "when several tokens arrive at once (the prompt), each may only see the ones before it.",
             lambda *a: _cache(*a, align="none")),
+    Mistake("chunk_mask_from_zero", "the mask of a chunk placed as if the cache were empty",
+            "a chunk of T_new tokens arriving after L - T_new cached ones: query i sits at position "
+            "L - T_new + i and may see keys 0..L - T_new + i, every cached key included.",
+            lambda *a: _cache(*a, align="top_left_chunks")),
+    Mistake("mask_off_by_one", "the causal mask shifted by one: each new token sees the next key too",
+            "query i of T_new sits at position L - T_new + i (counted from 0): hide the keys after "
+            "that position, key > L - T_new + i.", lambda *a: _cache(*a, offset=1)),
+    Mistake("cropped_too_short", "the cache cropped to block_size - 1 entries",
+            "keep the last block_size entries, the new token's own key included: [:, :, -block_size:].",
+            lambda *a: _cache(*a, size=a[7] - 1)),
+    Mistake("split_without_transpose", "heads split with a view to (B, n_heads, T, head_size) directly",
+            "the features of one token are head after head: view(B, T_new, n_heads, head_size), then "
+            "transpose(1, 2).", lambda *a: _cache(*a, split="view")),
+    Mistake("softmax_over_queries", "the softmax taken over the queries (dim=-2)",
+            "each query's weights over the keys must sum to 1: softmax over the last dim (dim=-1).",
+            lambda *a: _cache(*a, dim=-2)),
+    Mistake("new_keys_only", "scores against the new keys only, not the cached ones",
+            "compare the queries with every key in the cache (after appending): q @ self.k_cache.mT.",
+            lambda *a: _cache(*a, keys_from="new")),
+    Mistake("new_values_only", "weights applied to the new values only, not the cached ones",
+            "the weights run over every cached key: apply them to the cached values, wei @ self.v_cache.",
+            lambda *a: _cache(*a, values_from="new")),
+    Mistake("keys_in_value_cache", "the new keys appended to the value cache",
+            "append v to the value cache and k to the key cache.", lambda *a: _cache(*a, v_appends="k")),
 )
 
 

@@ -174,11 +174,14 @@ def sliding_window_mask(T, window, device=None):
 
 def cached_attention(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks):
     """What multi-head causal attention with a key/value cache of block_size entries
-    returns when x is fed a prompt (at most block_size tokens) and then one token at a
+    returns when x is fed a prompt (at most block_size tokens) and then a few tokens at a
     time: each token attends to itself and the block_size - 1 tokens before it. This is
-    computed here without any cache, on the whole sequence at once."""
-    if chunks[0] > block_size or any(n != 1 for n in chunks[1:]):
-        raise ValueError("the reference expects a prompt of at most block_size tokens, then single tokens")
+    computed here without any cache, on the whole sequence at once. Chunks of several
+    tokens must end within block_size tokens (no cropping while a chunk is attended to)."""
+    ends = [sum(chunks[:i + 1]) for i in range(len(chunks))]
+    if any(n > 1 and end > block_size for n, end in zip(chunks, ends)):
+        raise ValueError("the reference expects chunks of several tokens only within the first block_size "
+                         "tokens, then single tokens")
     T = x.shape[1]
     mask = sliding_window_mask(T, block_size, x.device)  # (T, T)
     heads = [_split_heads(w, n_heads) for w in (w_query, w_key, w_value)]

@@ -349,8 +349,14 @@ def _check_tensor(exercise, out, inputs, shape_info):
     if out is None:
         raise CheckError(f"returned None; expected {want}.\n  Did you forget the `return`?")
     if isinstance(out, (list, tuple)):
-        extra = " Stack them with torch.stack(...)." if out and all(
-            isinstance(o, torch.Tensor) for o in out) else ""
+        tensors = [o for o in out if isinstance(o, torch.Tensor)]
+        fits = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor) and tuple(o.shape) == tuple(shape)]
+        if len(fits) == 1:  # the answer plus extras (running statistics, a cache): not parts to stack
+            extra = f"\n  Item {fits[0]} has that shape: return it alone and keep the rest inside."
+        elif out and len(tensors) == len(out) and len({tuple(o.shape) for o in tensors}) == 1:
+            extra = " Stack them with torch.stack(...)."
+        else:
+            extra = ""
         raise CheckError(f"returned a {type(out).__name__} of {len(out)} items; expected {want}.{extra}")
     if isinstance(out, (bool, int, float, complex)):
         raise CheckError(f"returned a single {type(out).__name__} ({out!r}); expected {want}.")
@@ -451,6 +457,8 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
         if actual is None or not isinstance(guess, torch.Tensor):
             continue
         guess = _to_cpu64(guess)
+        if isinstance(expected, torch.Tensor) and guess.shape == expected.shape and _close(guess, expected, tol):
+            continue  # right on these inputs: a match would name a mistake the output does not show
         if _close(actual, guess, tol) or _close(actual.nan_to_num(0.0), guess.nan_to_num(0.0), tol):
             return diagnosis.refine(mistake, facts)
     if not analyse:
@@ -560,6 +568,8 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
             raise CheckError(diagnosis.trivial_message(key, baseline) + _named(found), finding="trivial")
         ignored = _no_attention(exercise, ctx)
+        if isinstance(ignored, tuple):  # (message, finding): not a missing attention, a named mistake
+            raise CheckError(ignored[0], finding=ignored[1])
         if ignored:
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
             raise CheckError(diagnosis.no_attention_message(key, ignored) + _named(found),
@@ -569,6 +579,13 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                 problem = inv.fn(ctx)
             except stored.NotShipped:  # the student bundle cannot judge this one: say nothing
                 problem = None
+            except CheckError as err:  # a run on changed inputs went wrong (NaN, a shape)
+                found = explain(ctx.out) if err.finding is None else None  # what the check's own output shows
+                if found is None and err.finding is None and "NaN/inf" in str(err) and _close(ctx.out, reference(), tol):
+                    found = diagnosis.overflow_finding(key)
+                if found is None:
+                    raise
+                raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found)) from None
             if isinstance(problem, tuple):  # (message, finding): the invariant names the mistake itself
                 raise CheckError(problem[0], finding=problem[1])
             if problem:
@@ -615,12 +632,36 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     return CheckResult(label, notes)
 
 
+def _unwritten(exercise, ctx, again):
+    """(message, "unwritten") when only some entries change from call to call: entries of a
+    torch.empty buffer that the code never fills hold whatever the memory held."""
+    same = torch.isclose(again, ctx.out, rtol=ctx.tol["rtol"], atol=ctx.tol["atol"])
+    if not same.any():
+        return None  # everything changes: random weights, not a hole
+    names = re.findall(r"\w+", exercise.shape(ctx.inputs)[1])
+    where = (~same).nonzero()
+    for d in range(ctx.out.dim()):
+        idx = where[:, d].unique()
+        first, last = int(idx.min()), int(idx.max())
+        if len(idx) < ctx.out.shape[d] and len(idx) == last - first + 1:
+            name = names[d] if d < len(names) else f"dim {d}"
+            span = f"{name} = {first}" if first == last else f"{name} = {first}..{last}"
+            return (f"your output at {span} changes from call to call on the same inputs, the rest "
+                    f"does not: those entries are never written.\n  torch.empty leaves whatever the memory "
+                    f"held: make sure your loops fill every position, up to {name} = {ctx.out.shape[d] - 1}.",
+                    "unwritten")
+    return None
+
+
 def _no_attention(exercise, ctx):
     """How the output shows that the answer does no attention, or None: it differs from
     call to call on the same inputs (random weights), or the exercise's own test says so."""
     try:
-        if exercise.repeatable and not ctx.close(ctx.run(ctx.inputs), ctx.out):
-            return "changes from call to call on the same inputs (random weights?)"
+        if exercise.repeatable:
+            again = ctx.run(ctx.inputs)
+            if not ctx.close(again, ctx.out):
+                return _unwritten(exercise, ctx, again) or \
+                    "changes from call to call on the same inputs (random weights?)"
         return exercise.attends(ctx) if exercise.attends else None
     except (CheckError, _StudentError, _Mutated, stored.NotShipped):
         return None  # the checks that follow say what is wrong

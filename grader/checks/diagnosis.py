@@ -121,6 +121,8 @@ def _products(sz):
     products = {}
     for r in (2, 3, 4):
         for combo in itertools.combinations_with_replacement(items, r):
+            if any(combo.count(c) > 2 for c in combo):
+                continue  # B·B·B: no shape multiplies a size by itself three times
             value = math.prod(v for _, v in combo)
             if value not in singles:
                 products.setdefault(value, set()).add("\u00b7".join(k for k, _ in combo))
@@ -744,6 +746,14 @@ def nonfinite_finding(actual, names, key=""):
     bad = ~torch.isfinite(actual)
     if not bad.any():
         return None
+    if key in ("online_softmax", "tiled_attention") and bool((actual == float("inf")).all()):
+        return Finding("max_not_updated", "every value is +inf: the maximum subtracted at the end is still -inf",
+                       "after each step store the new running maximum (m = m_new), so that exp(x - m) "
+                       "is at most 1.")
+    if bad.all() and key in LATER:  # no mask argument here: say where, not how
+        return Finding("all_nan", "every value is NaN or inf",
+                       "follow one row by hand on a few scores: print the running maximum m and sum "
+                       "l after each step, and look for inf - inf, 0 * inf or 0 / 0.")
     if bad.all():
         return Finding("all_nan", "every value is NaN or inf",
                        "an inf met a 0 early on (0 * -inf, or inf - inf): hide scores with "
@@ -766,6 +776,44 @@ def nonfinite_finding(actual, names, key=""):
     return None
 
 
+def softmax_sum_finding(actual, expected, scores, close):
+    """For a softmax computed with a running sum: rows that are the softmax times a factor
+    (the exps right, the sum they are divided by wrong), and what the factors say."""
+    sums = actual.sum(-1, keepdim=True)
+    if not torch.isfinite(sums).all() or bool((sums <= 0).any()) or not close(actual, expected * sums):
+        return None
+    if close(sums, torch.ones_like(sums)) and close(actual, expected):
+        return None
+    lo, hi = float(sums.min()), float(sums.max())
+    if bool((sums >= 1).all()):
+        return Finding("scores_skipped", f"each row is the softmax times {lo:.4g} to {hi:.4g}: the running "
+                       "sum misses some scores",
+                       "the exps are right but l is too small: the loop must add every score of the row "
+                       "to l, the first (index 0) to the last (N - 1).")
+    if not bool((sums < 1).all()):
+        return None
+    top = scores.amax(-1, keepdim=True)
+    l_true = torch.exp(scores - top).sum(-1, keepdim=True)  # the right running sum
+    eps = l_true * (1 / sums - 1)  # what was added to it
+    if float(eps.max() - eps.min()) <= 1e-3 * float(eps.max()):
+        return Finding("sum_epsilon", f"a constant {float(eps.mean()):.2g} added to the running sum before dividing",
+                       "l is at least 1 (the largest score's own term is exp(0) = 1), so nothing can divide "
+                       "by zero: divide by l alone.")
+    return Finding("sum_too_large", f"each row is the softmax times {lo:.4g} to {hi:.4g}: the running sum "
+                   "comes out too large",
+                   "each step adds exp(x_j - m_new), against the maximum after this score, to the old sum "
+                   "rescaled by exp(m - m_new).")
+
+
+def overflow_finding(key):
+    """Right on the check's inputs, NaN/inf once they change: something overflows."""
+    if key not in ("online_softmax", "tiled_attention"):
+        return None
+    return Finding("maximum_decreases", "right on these inputs, NaN/inf once the keys change: an exp overflows",
+                   "exp(m - m_new) overflows when m_new can be lower than m: the running maximum must never go "
+                   "down, m_new = torch.maximum(m, the new scores' maximum).")
+
+
 def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts=None,
             names=None, error=None):
     """A Finding that explains this output (or this error), or None.
@@ -786,8 +834,14 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
         return nonfinite_finding(actual, names, key)
     if expected is not None and _matches(actual, expected, close):
         return None  # right values: whatever failed, the values say nothing about it
+    if key == "generate":
+        return context_length_finding(inp, actual, expected)
     if expected is not None and actual.shape != expected.shape:
         return shape_finding(key, actual.shape, expected, close, names, sz)
+    if key == "online_softmax" and expected is not None:
+        finding = softmax_sum_finding(actual, expected, inp["scores"], close)
+        if finding:
+            return finding
     for finding, knobs in _variants(key, inp, sz):
         try:
             guess = forward(key, inp, **knobs)
@@ -819,6 +873,33 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
             want = CORRECT_SCALE.get(key, "head_size ** -0.5")
             return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
                            f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
+    return None
+
+
+def context_length_finding(inp, actual, expected):
+    """generate's tokens, when they are those of a model always given the last L tokens
+    for one L other than block_size: how long the context was."""
+    _generate = registry.knob("generate")  # grader/answers/mistakes.py's generate with knobs
+    block_size, T = int(inp["block_size"]), len(inp["idx"][0])
+    args = (inp["model"], inp["idx"], inp["max_new_tokens"], block_size, inp["temperature"], inp["seed"])
+    for L in range(1, inp["model"]["pos"].shape[0] + 1):
+        try:
+            guess = _generate(*args, crop=L).to(actual.dtype)
+        except Exception:
+            continue
+        if L == block_size or (expected is not None and torch.equal(guess, expected.to(guess.dtype))):
+            continue
+        if torch.equal(guess, actual):
+            if L == T:
+                why = (f"the prompt's length T = {T}: a length read before the loop (idx.shape[1] "
+                       "of the prompt) stays fixed while idx grows")
+            elif abs(L - block_size) == 1:
+                why = f"block_size {'+' if L > block_size else '-'} 1: the crop is off by one"
+            else:
+                why = f"not block_size = {block_size}"
+            return Finding("context_length", f"the model was given the last {L} tokens each step",
+                           f"{L} is {why}. Keep the last block_size tokens of the growing "
+                           "sequence at every step.")
     return None
 
 
@@ -868,6 +949,7 @@ class _ErrorContext:
     type_name: str
     sz: dict
     facts: object
+    key: str = ""
 
     def nm(self, n):
         """n, with the size it equals when it equals exactly one ("7 = T")."""
@@ -880,6 +962,10 @@ def _broadcast(m, ctx):
     if reduced and "keepdim" not in set((ctx.facts or {}).get("keywords", ())):
         article = "an" if reduced[0][0] in "aeiou" else "a"
         hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+    elif {name_number(a, ctx.sz), name_number(b, ctx.sz)} == {"B", "T"}:
+        hint = ("one tensor has T where the other has B: a (T, C) tensor lines up with (B, T, C) "
+                "from the right as it is; an unsqueeze, view or transpose that puts T in front of "
+                "another dim breaks that")
     elif d == 0:
         hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
     else:
@@ -968,6 +1054,21 @@ def _cat(m, ctx):
                    "dim is the one that grows (for keys and values, the time dim).")
 
 
+def _tensor_truth(m, ctx):
+    compared = sorted({"max", "min"} & set((ctx.facts or {}).get("builtins", ())))
+    if compared:
+        name = compared[0]
+        return Finding("python_max", f"Python's {name}() on tensors",
+                       f"{name}(a, b) asks whether a > b as one True/False; for an elementwise "
+                       f"{'maximum' if name == 'max' else 'minimum'} use torch.{name}imum(a, b).")
+    if ctx.key in LATER:  # these exercises take no optional argument to test with `is not None`
+        return Finding("tensor_truth", "a tensor used as a True/False condition",
+                       "if, and, or, not (and Python's max/min) need one True/False: compare "
+                       "tensors elementwise with torch.where, torch.maximum or &, |.")
+    return Finding("tensor_truth", "a tensor used as a True/False condition",
+                   "to ask whether an argument was given, test `if mask is not None:`.")
+
+
 def _fixed(key, name, hint):
     return lambda m, ctx: Finding(key, name, hint)
 
@@ -983,9 +1084,7 @@ ERROR_RULES = (
     (r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] "
      r"but got: \[(\d+), (\d+)\]", _batched_matmul),
     (r"name '(\w+)' is not defined", _not_stored),
-    (re.escape("Boolean value of Tensor with more than one value is ambiguous"),
-     _fixed("tensor_truth", "a tensor used as a True/False condition",
-            "to ask whether an argument was given, test `if mask is not None:`.")),
+    (re.escape("Boolean value of Tensor with more than one value is ambiguous"), _tensor_truth),
     (re.escape("view size is not compatible with input tensor's size and stride"),
      _fixed("view_after_transpose", ".view on a transposed (non-contiguous) tensor",
             "after a transpose use .reshape(...) (or .contiguous().view(...)).")),
@@ -1010,7 +1109,7 @@ def error_finding(type_name, message, sz, facts=None, key=""):
     found = globals_finding(facts, sz, error_numbers=set(numbers), key=key)
     if found:
         return found
-    ctx = _ErrorContext(type_name, sz, facts)
+    ctx = _ErrorContext(type_name, sz, facts, key)
     for pattern, rule in ERROR_RULES:
         m = re.search(pattern, message)
         found = rule(m, ctx) if m else None

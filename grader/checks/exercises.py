@@ -150,6 +150,12 @@ def _float32_inside(ctx, inputs64):
     tol64 = core_tolerance(inputs64)
     if torch.allclose(out, want, **tol64):
         return None
+    if "scores" in cpu64:  # a softmax: an error by the same factor in each row is no rounding
+        found = diagnosis.softmax_sum_finding(out, want, cpu64["scores"], lambda a, b: torch.allclose(a, b, **tol64))
+        if found and found.key == "sum_epsilon":  # the other factors may be float32 rounding
+            return (f"with float64 inputs your values differ from the float64 reference by up to "
+                    f"{float((out - want).abs().max()):.2g}, every row by one factor.\n  Likely mistake: "
+                    f"{found.name} \u2014 {found.hint}", found.key)
     return (f"with float64 inputs your values are only float32-accurate (they differ from the "
             f"float64 reference by up to {float((out - want).abs().max()):.2g}): part of the "
             "computation runs in float32.\n  Create new tensors (running maximum and sum, buffers) "
@@ -481,7 +487,8 @@ def _call_block(inputs):
     return {"kind": "module", "ctor": [C, inputs["n_heads"], inputs["block_size"]],
             "ctor_kw": {"dropout": inputs["dropout"]}, "x": inputs["x"],
             "params": {name: inputs[key] for name, key in _BLOCK_PARAMS.items()},
-            "param_hint": _BLOCK_HINT, "eval": inputs["dropout"] > 0}
+            "param_hint": _BLOCK_HINT, "eval": inputs["dropout"] > 0 and not inputs.get("train"),
+            "grad_weight": inputs.get("grad_weight")}
 
 
 def _draw_gpt(gen, case, d):
@@ -589,7 +596,38 @@ def _repeatable(ctx):
                 "turns them off), or F.dropout(..., training=self.training).", "not_repeatable")
 
 
+def _dropout_trains(ctx):
+    """With dropout > 0, training mode changes the output that evaluation mode gives."""
+    if ctx.close(ctx.run(dict(ctx.inputs, train=True)), ctx.out):
+        return (f"in training mode, with dropout={ctx.inputs['dropout']}, the output is the same as in "
+                "evaluation mode: dropout never runs while training.\n  Leave the mode to the caller: "
+                "no .eval() (or training=False) inside forward; the given layers follow "
+                "model.train() and model.eval() themselves.", "dropout_never_trains")
+
+
+def _gradient_flows(ctx):
+    """The gradient the student's block gives (autograd) is the derivative of its own output
+    (central differences in float64): nothing in forward is cut off from backpropagation."""
+    inputs = {k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in ctx.inputs.items()}
+    x, gen, eps = inputs["x"], torch.Generator().manual_seed(0), 1e-6
+    weight, step = (_randn(gen, *x.shape).to(x.device) for _ in range(2))  # (B, T, C) each
+    try:
+        grad = ctx.run(dict(inputs, grad_weight=weight))
+        moved = [ctx.run(dict(inputs, x=x + sign * eps * step)) for sign in (1, -1)]
+    except Exception:  # code that fails in float64 (a layer made in forward): the values check speaks
+        return None
+    slope = float((grad * step.cpu()).sum())
+    numeric = float(((moved[0] - moved[1]) * weight.cpu()).sum()) / (2 * eps)
+    if abs(slope - numeric) > 1e-5 * max(1.0, abs(numeric)):
+        return ("the gradient of the output with respect to x is not the output's derivative: part "
+                "of the block is cut off from backpropagation (a .detach(), .data or torch.no_grad() "
+                "in forward), so training would never update it.", "gradient_blocked")
+
+
 REPEATABLE = Invariant("repeatable", _repeatable)
+DROPOUT_TRAINS = Invariant("dropout_trains", _dropout_trains)
+GRADIENT_FLOWS = Invariant("gradient_flows", _gradient_flows)
 GPT_CAUSAL = Invariant("causal", _token_causal)
 
 
@@ -625,7 +663,33 @@ def _reads_the_cache(ctx):
     if ctx.close(ctx.run(new)[:, prompt:], ctx.out[:, prompt:]):
         return ("after the prompt stays the same when the prompt changes: the cached keys and "
                 "values are never read")
+def _samples_every_token(ctx):
+    """Given a model whose prediction spreads over many tokens, generate samples the unlikely
+    ones too: nothing cuts the distribution down to its most likely tokens (top-k)."""
+    V = 64
+    logits = -0.02 * torch.arange(V, dtype=torch.float64)  # token c: logit -0.02 c, in every context
+    model = ctx.inputs["model"]
+    flat = {"tok": logits.expand(V, V).clone(), "pos": torch.zeros(model["pos"].shape[0], V, dtype=torch.float64),
+            "mix": torch.zeros(V, V, dtype=torch.float64)}
+    new = dict(ctx.inputs, model=flat, temperature=1.0)
+    T = len(ctx.inputs["idx"][0])
+    got, expected = ctx.run(new)[:, T:], ref.generate(**new)[:, T:]
+    top = int(got.max()) + 1
+    beyond = int((expected >= top).sum())  # the reference's draws among tokens it never sampled
+    if beyond < 8:  # too few to tell a filter from chance
+        return None
+    if top == 1:
+        return ("given a model that spreads its prediction over many tokens, it always took the most "
+                "likely one: sample from the probabilities (torch.multinomial with the generator) "
+                "instead of taking the argmax.", "greedy")
+    return (f"given a model that spreads its prediction over {V} tokens, it only ever sampled "
+            f"the {top} most likely ones (token ids 0..{top - 1}), while sampling from the whole "
+            f"distribution drew {beyond} of {expected.numel()} tokens beyond them.\n  A top-k (or "
+            "top-p) filter? This exercise samples from the full softmax.", "top_k_filter")
+
+
 KEEPS_PROMPT = Invariant("keeps_prompt", _keeps_prompt)
+EVERY_TOKEN = Invariant("every_token", _samples_every_token)
 REPRODUCIBLE = Invariant("reproducible", _reproducible)
 SAME_TOKENS = Invariant("same_tokens", _same_tokens)
 BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
@@ -641,9 +705,9 @@ EXERCISES["block"] = Exercise(
         "output": Focus("returns (B, T, C)"),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, BLOCK_CAUSAL)),
         "values": Focus("matches the reference values (pre-norm)",
-                        invariants=(REPEATABLE, BLOCK_CAUSAL, BLOCK_BATCH), values=True),
+                        invariants=(REPEATABLE, BLOCK_CAUSAL, BLOCK_BATCH, GRADIENT_FLOWS), values=True),
         "eval": Focus("matches the reference in evaluation mode, dropout=0.25", case="dropout",
-                      invariants=(REPEATABLE,), values=True),
+                      invariants=(REPEATABLE, DROPOUT_TRAINS), values=True),
     },
     repeatable=False,  # REPEATABLE names dropout left on
     attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"))
@@ -675,9 +739,9 @@ EXERCISES["generate"] = Exercise(
         "cropped": Focus("samples the reference's tokens at temperature 1, past block_size",
                          case="plain", invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
         "values": Focus("samples the reference's tokens at temperature 0.5", case="main",
-                        invariants=(KEEPS_PROMPT, REPRODUCIBLE, SAME_TOKENS), values=True),
+                        invariants=(KEEPS_PROMPT, REPRODUCIBLE, EVERY_TOKEN, SAME_TOKENS), values=True),
         "hot": Focus("samples the reference's tokens at temperature 1.7", case="hot",
-                     invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
+                     invariants=(KEEPS_PROMPT, EVERY_TOKEN, SAME_TOKENS), values=True),
     },
     repeatable=False, attends=_follows_the_model)
 
@@ -770,14 +834,20 @@ def _draw_cache(gen, case, d):
         prompt -= 1
     if case == "main":  # past the cache's size
         T = _bump(block_size + 5, taken | {prompt})
-    else:  # within it
+        chunks = [prompt] + [1] * (T - prompt)
+    else:  # within it: after the prompt, a chunk of several tokens into a non-empty cache
         T = block_size - 1
-        while T in taken | {prompt} and T > prompt + 1:
-            T -= 1
+        n = 2  # the chunk's size, no other size either
+        while n in taken | {T} and n < T - 2:
+            n += 1
+        prompt = min(prompt, T - n - 1)
+        while prompt in taken | {T, n} and prompt > 1:
+            prompt -= 1
+        chunks = [prompt, n] + [1] * (T - prompt - n)
     w = lambda: _randn(gen, nh * hs, C) * C**-0.5  # (n_heads * head_size, C)
     return {"x": _randn(gen, B, T, C), "w_query": w(), "w_key": w(), "w_value": w(),
             "w_proj": _randn(gen, C, nh * hs) * (nh * hs) ** -0.5, "b_proj": 0.1 * _randn(gen, C),
-            "n_heads": nh, "block_size": block_size, "chunks": [prompt] + [1] * (T - prompt)}
+            "n_heads": nh, "block_size": block_size, "chunks": chunks}
 
 
 def _call_cache(inputs):

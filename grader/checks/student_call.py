@@ -7,12 +7,15 @@ notebook's kernel and inside the sandbox.
 A call is a plain dict:
     {"kind": "function", "args": [...]}
     {"kind": "module", "ctor": [...], "ctor_kw": {...}, "params": {name: tensor},
-     "param_hint": "...", "x": tensor, "eval": bool (optional: call model.eval() first)}
+     "param_hint": "...", "x": tensor, "eval": bool (optional: call model.eval() first),
+     "grad_weight": tensor (optional: return the gradient of (out * grad_weight).sum() by x)}
     {"kind": "function", ..., "watch": {...}}   (optional: see _watched)
     {"kind": "stream", <as "module">, "chunks": [n, ...]}   x fed n tokens at a time
     {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
      "max_new_tokens": int, "block_size": int, "temperature": float, "seed": int}
 """
+import builtins
+
 import torch
 
 
@@ -58,8 +61,21 @@ def execute(student, call):
     load_parameters(model, call["params"], call["param_hint"])
     if call.get("eval"):
         model.eval()
+    if call.get("grad_weight") is not None:
+        return _input_gradient(model, x, call["grad_weight"])
     with torch.no_grad():
         return model(x)
+
+
+def _input_gradient(model, x, weight):
+    """The gradient of (model(x) * weight).sum() with respect to x (zeros where none flows)."""
+    x = x.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = model(x)
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return torch.zeros_like(x)
+        (out * weight).sum().backward()
+    return x.grad if x.grad is not None else torch.zeros_like(x)
 
 
 # --- watching a call: inputs changed in place ----------------------------------------
@@ -310,6 +326,7 @@ def code_facts(obj, call=None):
       keywords: the keyword argument names it passes (keepdim, dim, ...); operators: the
       binary operators it uses (//, @, ...); discarded: out-of-place methods (masked_fill,
       ...) called in a statement that keeps no result;
+    - builtins: the Python builtins it calls or reads (max, sum, ...);
     - helpers: the functions and classes of the same notebook it calls, whose code is
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
@@ -319,7 +336,7 @@ def code_facts(obj, call=None):
     todo, seen = [obj], set()
     glob, helpers = {}, []
     merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
-              "stores_subscript": False}
+              "builtins": set(), "stores_subscript": False}
     while todo:
         item = todo.pop()
         if id(item) in seen:
@@ -335,6 +352,8 @@ def code_facts(obj, call=None):
             else:
                 g = getattr(where, "__globals__", {})
                 found, value = name in g, g.get(name)
+            if not found and not isinstance(where, tuple) and hasattr(builtins, name):
+                merged["builtins"].add(name)
             if not found or name in glob or name.startswith("__"):
                 continue
             glob[name] = _describe(value)
@@ -345,7 +364,7 @@ def code_facts(obj, call=None):
                 todo.append(value)
     facts = {"kind": "class" if isinstance(obj, type) else "function",
              "name": str(getattr(obj, "__name__", "")), "globals": glob,
-             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded")},
+             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded", "builtins")},
              "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"]}
     if isinstance(obj, type) and call is not None and call.get("kind") == "module":
         try:
@@ -380,7 +399,9 @@ REFUSALS = {
                    "tile the keys too, and combine the key tiles with a running max and sum."),
     "too_large": ("an intermediate larger than two tiles",
                   "keep only one tile of scores and the running statistics at a time."),
-    "stream_shape": ("outputs for the whole cache returned",
+    "no_projection": ("the output projection left out",
+                      "pass the joined heads (B, T_new, n_heads * head_size) through self.proj."),
+    "stream_shape": ("a chunk's output of the wrong shape",
                      "return one output per new token: (B, T_new, C)."),
 }
 
@@ -415,10 +436,16 @@ def _stream(student, call):
                 return out  # the check explains what came back
             want = (x.shape[0], n, x.shape[2])
             if tuple(out.shape) != want:
+                n_heads, head_size = call["ctor"][1], call["ctor"][2]
+                joined = (out.dim() == 3 and tuple(out.shape[:2]) == want[:2]
+                          and out.shape[2] == n_heads * head_size != x.shape[2])
                 raise CallRefused(
-                    "stream_shape", f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
+                    "no_projection" if joined else "stream_shape", f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
                     f"{start} cached, forward returned shape {tuple(out.shape)}; expected {want} = "
-                    "(B, T_new, C): one output per new token.")
+                    "(B, T_new, C): one output per new token."
+                    + (f"\n  Its last dim is n_heads * head_size = {out.shape[2]}: the heads joined but not "
+                       f"passed through the output projection self.proj (back to C = {x.shape[2]})."
+                       if joined else ""))
             outs.append(out)
             start += n
     return torch.cat(outs, dim=1)  # (B, T, C)

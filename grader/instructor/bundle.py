@@ -14,8 +14,8 @@ outputs instead (grader/checks/stored.py, through grader/checks/registry.py), so
 visible check in the bundle passes a correct answer and names a catalogued mistake
 exactly as in the course repository. Not in the bundle: solutions/, hidden tests, the
 answers, the grading pipeline, the instructor's tools, tests. With assignments, it holds
-only those notebooks (the ones released so far), so a later notebook is not handed out
-before its turn. `make lab` in the bundle installs and opens it.
+only those notebooks (the ones released so far), so a later notebook's given code is not
+handed out early. `make lab` in the bundle installs and opens it.
 """
 import argparse
 import importlib.util
