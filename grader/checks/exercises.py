@@ -570,7 +570,7 @@ def _reproducible(ctx):
     again = ctx.run(ctx.inputs)
     if not torch.equal(again, ctx.out):
         return ("two runs with the same seed gave different tokens: pass the generator on to "
-                "torch.multinomial.")
+                "torch.multinomial (generator=generator).")
 
 
 def _same_tokens(ctx):
