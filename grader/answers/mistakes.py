@@ -6,20 +6,10 @@ and hint are shown. Each variant takes the same arguments as the matching functi
 ``grader.answers.reference``. The numbers in the comments refer to the list of misconceptions
 at the end of the curriculum.
 """
-from dataclasses import dataclass
-from typing import Callable
-
 import torch
 
 from grader.answers import reference as ref
-
-
-@dataclass(frozen=True)
-class Mistake:
-    key: str
-    name: str
-    hint: str
-    fn: Callable
+from grader.checks.registry import Mistake
 
 
 # --- names and hints shared by several exercises ------------------------------------
@@ -32,7 +22,7 @@ MASK_AFTER_SOFTMAX = "mask applied after the softmax"
 MASK_AFTER_SOFTMAX_HINT = ("fill the scores with -inf before the softmax; zeroing probabilities "
                            "afterwards leaves rows that no longer sum to 1.")
 MASK_FROM_VALUES = "mask built from the score values"
-MASK_FROM_VALUES_HINT = ("build the mask from positions, torch.ones(T, T, dtype=torch.bool).triu(1), "
+MASK_FROM_VALUES_HINT = ("build the mask from positions (True above the diagonal of a T x T matrix), "
                          "not from the scores: tril(scores) == 0 also hides every score that "
                          "happens to be 0.")
 CAUSAL_INVERTED = "mask polarity inverted (the past hidden, the future visible)"
@@ -130,7 +120,7 @@ RUNNING_AVERAGE_WEIGHTS = (
             "use torch.tril, not torch.triu: row t must weight the past, not the future.",
             _weights_upper),
     Mistake("not_normalised", "tril of ones, not normalised",
-            "torch.tril(torch.ones(T, T)) gives running sums; divide each row by its sum.",
+            "a lower triangle of ones gives running sums; divide each row by its own sum.",
             lambda T: torch.tril(torch.ones(T, T, dtype=torch.float64))),
     Mistake("uniform", "uniform weights 1/T everywhere",
             "the weights must be lower-triangular: zero for the future.",
@@ -167,7 +157,7 @@ MASKED_SOFTMAX = (
             lambda scores, mask: _softmax(scores, mask, mask_mode="none")),
     Mistake("nan_fully_masked", "fully masked row left as NaN",
             "with -inf everywhere a row's softmax is 0/0 = NaN; set such rows to 0 "
-            "(e.g. .nan_to_num(0.0) or masked_fill on rows where mask.all(-1)).",
+            "(replace the NaNs, or fill the rows where mask.all(-1)).",
             lambda scores, mask: _softmax(scores, mask, zero_empty=False)),
     Mistake("finite_fill", "finite fill value (like -1e9) instead of -inf",
             "a finite fill turns a fully masked row into a uniform one; use float('-inf') "
@@ -228,10 +218,11 @@ HEAD = (
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
             lambda *a: _head(*a, dim=0)),
     Mistake("aggregates_x", "weights applied to x instead of v",
-            "aggregate the values: out = wei @ v, where v = self.value(x).",
+            "the weights mix the values, self.value(x), not x itself.",
             lambda *a: _head(*a, values="x")),
     Mistake("queries_keys_swapped", "queries and keys swapped",
-            "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key.",
+            "the scores are the queries times the keys (transposed), not the other way round: "
+            "row t holds what query t finds in every key.",
             lambda *a: _head(*a, swap=True)),
     Mistake("mask_from_values", MASK_FROM_VALUES, MASK_FROM_VALUES_HINT,
             lambda *a: _head(*a, mask="values")),
@@ -320,7 +311,7 @@ def _mha(x, w_query, w_key, w_value, w_proj, b_proj, causal=True, block_size=Non
 
 MULTI_HEAD_ATTENTION = (
     Mistake("heads_without_transpose", "heads split with view but no transpose",
-            "q.view(B, T, n_heads, head_size).transpose(1, 2): view(B, n_heads, T, head_size) "
+            "view as (B, T, n_heads, head_size), then swap T and n_heads: view(B, n_heads, T, head_size) "
             "alone mixes time steps and heads.",
             lambda *a: _mha(*a, layout="no_transpose")),
     Mistake("one_wide_head", "one wide head instead of n_heads small ones",
@@ -408,14 +399,14 @@ def _block_parts(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w
 
 BLOCK = (
     Mistake("post_norm", "post-norm instead of pre-norm",
-            "normalise the input of each branch, not the sum: x = x + self.attn(self.ln1(x)), "
-            "then x = x + self.mlp(self.ln2(x)).", lambda *a: _block(*a, layout="post_norm")),
+            "normalise the input of each branch, not the sum: the branch reads a normalised copy "
+            "and its result is added to x itself, which stays unnormalised.", lambda *a: _block(*a, layout="post_norm")),
     Mistake("residual_after_norm", "residual added after the norm",
             "add the branch to the block's own x, not to ln1(x): keep x unnormalised on the "
-            "residual path (x = x + self.attn(self.ln1(x))).",
+            "residual path; only what goes into the branch is normalised.",
             lambda *a: _block(*a, layout="residual_after_norm")),
     Mistake("no_residual", "no residual connections",
-            "each branch is added to its input: x = x + self.attn(...), x = x + self.mlp(...).",
+            "each branch's result is added to the x it read (a residual connection); it does not replace x.",
             lambda *a: _block(*a, layout="no_residual")),
     Mistake("norms_swapped", "ln1 and ln2 swapped",
             "ln1 goes before the attention and ln2 before the MLP.",
@@ -423,7 +414,7 @@ BLOCK = (
     Mistake("no_norm", "LayerNorms left out", "normalise the input of each branch with ln1 and ln2.",
             lambda *a: _block(*a, layout="no_norm")),
     Mistake("norm_after_branch", "the norm applied to the branch's output",
-            "pre-norm normalises what goes into the branch: self.attn(self.ln1(x)), not self.ln1(self.attn(x)).",
+            "pre-norm normalises what goes into each branch, not what comes out of it.",
             lambda *a: _block(*a, layout="norm_after_branch")),
     Mistake("parallel_branches", "the MLP reads the block's input instead of the attention's output",
             "update x with the attention branch first, then feed that x to ln2 and the MLP.",
@@ -518,11 +509,11 @@ GPT = (
             "attention itself cannot tell positions apart.",
             lambda *a: _gpt(*a, layout="positions_after_blocks")),
     Mistake("no_positions", "no position embeddings",
-            "x = token_embedding(idx) + position_embedding(torch.arange(T, device=idx.device)).",
+            "add the embeddings of positions 0..T-1 to the token embeddings, before the blocks.",
             lambda *a: _gpt(*a, layout="no_positions")),
     Mistake("positions_from_ids", "position table indexed by the token ids",
-            "the positions are 0..T-1: self.position_embedding(torch.arange(T, device=idx.device)), "
-            "not self.position_embedding(idx).", lambda *a: _gpt(*a, layout="positions_from_ids")),
+            "look the position table up with the positions 0..T-1 (on idx's device), not with "
+            "the token ids.", lambda *a: _gpt(*a, layout="positions_from_ids")),
     Mistake("positions_not_sliced", "the whole position table added, not its first T rows",
             "a sequence may be shorter than block_size: use positions 0..T-1 only.",
             lambda *a: _gpt(*a, layout="positions_not_sliced")),
@@ -608,27 +599,28 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
 
 GENERATE = (
     Mistake("context_not_cropped", "the context not cropped to block_size",
-            "the model has positions for block_size tokens only: feed it idx[:, -block_size:].",
+            "the model has positions for block_size tokens only: give it the last block_size tokens.",
             lambda *a: _generate(*a, crop="none")),
     Mistake("cropped_to_the_models_size", "the context cropped to the model's own block_size",
-            "crop to the block_size argument generate is given (idx[:, -block_size:]), not to an "
-            "attribute of the model: the caller decides how much context to use.",
+            "crop to the block_size argument generate is given, not to an attribute of the "
+            "model: the caller decides how much context to use.",
             lambda *a: _generate(*a, crop="model")),
     Mistake("cropped_from_the_start", "the context cropped to its first block_size tokens",
-            "keep the most recent tokens: idx[:, -block_size:], not idx[:, :block_size].",
+            "keep the most recent block_size tokens, the end of idx, not its first ones.",
             lambda *a: _generate(*a, crop="start")),
     Mistake("last_token_only", "only the last token given to the model",
-            "give the model the whole (cropped) context, idx[:, -block_size:]; it predicts from all of it.",
+            "give the model the whole cropped context, up to block_size tokens; it predicts from all of it.",
             lambda *a: _generate(*a, crop="last")),
     Mistake("first_position", "the logits of the first position used",
-            "the next token is predicted at the last position: logits[:, -1, :].",
+            "the next token is predicted at the last position: keep the logits of the last position, not the first.",
             lambda *a: _generate(*a, position=0)),
     Mistake("sampled_from_logits", "sampling from the logits instead of the probabilities",
-            "torch.multinomial needs non-negative weights: probs = F.softmax(logits / temperature, dim=-1).",
+            "torch.multinomial needs non-negative weights: turn the tempered logits into "
+            "probabilities with a softmax first.",
             lambda *a: _generate(*a, probs="logits")),
     Mistake("temperature_after_softmax", "temperature applied after the softmax (or not at all)",
-            "divide the logits, before the softmax: F.softmax(logits / temperature, dim=-1). "
-            "Dividing the probabilities changes nothing, since torch.multinomial renormalises them.",
+            "divide the logits by the temperature before the softmax. Dividing the "
+            "probabilities changes nothing, since torch.multinomial renormalises them.",
             lambda *a: _generate(*a, probs="after")),
     Mistake("temperature_twice", "the logits divided by the temperature twice",
             "divide the logits by the temperature once, then softmax: dividing again before the "
@@ -642,7 +634,8 @@ GENERATE = (
             "divide by the temperature: a high temperature must flatten the distribution.",
             lambda *a: _generate(*a, probs="multiplied")),
     Mistake("greedy", "the most likely token taken instead of a sample",
-            "sample: torch.multinomial(probs, num_samples=1, generator=generator).",
+            "draw one id per sequence from the probabilities with torch.multinomial, passing "
+            "the generator on, instead of taking the most likely one.",
             lambda *a: _generate(*a, pick="argmax")),
     Mistake("softmax_wrong_dim", "softmax over the batch instead of the vocabulary",
             "the logits of the last position are (B, vocab_size): softmax over dim=-1.",
@@ -652,7 +645,7 @@ GENERATE = (
 
 # --- 08: online softmax --------------------------------------------------------------
 
-def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1):
+def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=True, dim=-1, term="new"):
     x = scores.movedim(dim, -1)  # (..., N)
     m = torch.full(x.shape[:-1], start, dtype=x.dtype, device=x.device)  # running max
     l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # running sum
@@ -669,6 +662,8 @@ def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=T
             alpha = torch.exp(ref_m - m)
         else:
             alpha = torch.ones_like(l)
+        if term == "old":  # the new score measured against the maximum before it
+            ref_m = torch.where(m == float("-inf"), torch.zeros_like(m), m)
         l = l * alpha + torch.exp(xj - ref_m)
         m = m_new
     out = torch.exp(x) / l.unsqueeze(-1) if not shift else torch.exp(x - m.unsqueeze(-1)) / l.unsqueeze(-1)
@@ -696,6 +691,10 @@ ONLINE_SOFTMAX = (
             lambda scores: _online(scores, guard=False)),
     Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
             lambda scores: _online(scores, dim=-2)),
+    Mistake("term_old_max", "the new score's term measured against the old maximum",
+            "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
+            "maximum the term is too large whenever x_j raises it.",
+            lambda scores: _online(scores, term="old")),
 )
 
 
@@ -703,9 +702,9 @@ ONLINE_SOFTMAX = (
 
 def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=False,
            rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True,
-           start=float("-inf")):
+           start=float("-inf"), running=True):
     T, head_size = q.shape[-2], q.shape[-1]
-    factor = head_size**-0.5 if scale else 1.0
+    factor = head_size**-0.5 if scale is True else 1.0 if scale is False else scale
     out = torch.zeros_like(q)  # (B, n_heads, T, head_size)
     stop = T if partial else T - T % tile_size
     for i0 in range(0, stop, tile_size):
@@ -715,7 +714,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
         l = torch.zeros_like(m)
         acc = torch.zeros_like(qi)
         for j0 in range(0, stop, tile_size):
-            if skip_future and j0 >= i1:
+            if skip_future and j0 >= (i0 if skip_future == "diagonal" else i1):
                 break  # this tile and all after it lie in the future
             j1 = min(j0 + tile_size, T)
             s = qi @ k[..., j0:j1, :].mT * factor  # (B, n_heads, tq, tk)
@@ -735,7 +734,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 l = l * a + p.sum(-1, keepdim=True) * b
                 acc = acc * a + (p @ v[..., j0:j1, :]) * b
             else:
-                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True)) if running else s.amax(-1, keepdim=True)
                 alpha = torch.exp(m - m_new)
                 p = torch.exp(s - m_new)
                 l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
@@ -778,6 +777,19 @@ TILED_ATTENTION = (
             lambda *a: _tiled(*a, normalise=False)),
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply each tile of scores by head_size ** -0.5.", lambda *a: _tiled(*a, scale=False)),
+    Mistake("diagonal_tile_skipped", "the diagonal key tile skipped",
+            "the key tile that holds the query tile's own positions must be visited too (with the causal "
+            "mask): loop j0 while j0 < i1, the end of the query tile, not i0.",
+            lambda *a: _tiled(*a, skip_future="diagonal")),
+    Mistake("maximum_not_running", "the maximum taken over the current tile only",
+            "m must be the maximum of every score seen so far: m_new = torch.maximum(m, tile maximum); "
+            "a tile whose scores are all lower would otherwise blow up exp(m - m_new).",
+            lambda *a: _tiled(*a, running=False)),
+    Mistake("scale_by_tile_size", "scores scaled by tile_size ** -0.5",
+            "the scale belongs to the dot products of length head_size: head_size ** -0.5, whatever the tile.",
+            lambda *a: _tiled(*a, scale=a[3] ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).", lambda *a: _tiled(*a, scale=1 / a[0].shape[-1])),
     Mistake("last_tile_dropped", "the last, shorter tile left out",
             "T need not be a multiple of tile_size: range(0, T, tile_size) with slices that stop at T.",
             lambda *a: _tiled(*a, partial=False)),
@@ -788,9 +800,14 @@ TILED_ATTENTION = (
 
 def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks, *,
            append="before", crop="after", keep="last", align="bottom_right", cat_dim=2, scale=True,
-           merge="transpose"):
+           merge="transpose", split="transpose", dim=-1, keys_from="cache", values_from="cache",
+           v_appends="v", offset=0, size=None):
     B = x.shape[0]
-    split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
+    size = block_size if size is None else size
+    if split == "transpose":
+        split = lambda t: t.view(B, t.shape[1], n_heads, -1).transpose(1, 2)  # (B, n_heads, n, head_size)
+    else:  # viewed as (B, n_heads, n, head_size) straight away: tokens and heads mixed
+        split = lambda t: t.reshape(B, n_heads, t.shape[1], -1)
     K = V = None
     outs, start = [], 0
     for n in chunks:
@@ -798,23 +815,26 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
         start += n
         q, k, v = split(xc @ w_query.mT), split(xc @ w_key.mT), split(xc @ w_value.mT)
         if crop == "before" and K is not None:
-            K, V = K[..., -block_size:, :], V[..., -block_size:, :]
+            K, V = K[..., -size:, :], V[..., -size:, :]
         if K is None or append == "replace":
             K_new, V_new = k, v
         else:
-            K_new, V_new = torch.cat([K, k], dim=cat_dim), torch.cat([V, v], dim=cat_dim)
+            K_new = torch.cat([K, k], dim=cat_dim)
+            V_new = torch.cat([V, v if v_appends == "v" else k], dim=cat_dim)
         if crop == "after":
-            cut = slice(-block_size, None) if keep == "last" else slice(0, block_size)
+            cut = slice(-size, None) if keep == "last" else slice(0, size)
             K_new, V_new = K_new[..., cut, :], V_new[..., cut, :]
         keys, vals = (K, V) if append == "after" and K is not None else (K_new, V_new)
         L = keys.shape[2]
         rows = torch.arange(n, device=x.device).view(-1, 1)
         cols = torch.arange(L, device=x.device).view(1, -1)
-        hide = {"bottom_right": cols > rows + (L - n), "top_left": cols > rows,
+        hide = {"bottom_right": cols > rows + (L - n) + offset, "top_left": cols > rows,
+                "top_left_chunks": (cols > rows) & (n > 1),
                 "none": torch.zeros(n, L, dtype=torch.bool, device=x.device)}[align]
-        if not scale:  # undo the reference's head_size ** -0.5
-            q = q * q.shape[-1] ** 0.5
-        out = ref.scaled_dot_product_attention(q, keys, vals, hide)  # (B, n_heads, n, head_size)
+        factor = q.shape[-1] ** -0.5 if scale is True else 1.0 if scale is False else scale
+        wei = q @ (keys if keys_from == "cache" else k).mT * factor
+        wei = torch.softmax(wei.masked_fill(hide, float("-inf")), dim=dim)
+        out = wei @ (vals if values_from == "cache" else v)  # (B, n_heads, n, head_size)
         out = out.transpose(1, 2) if merge == "transpose" else out
         outs.append(out.reshape(B, n, -1) @ w_proj.mT + b_proj)
         K, V = K_new, V_new
@@ -826,20 +846,26 @@ CACHED_ATTENTION = (
             "append the new keys and values first, then attend: the new token must see itself.",
             lambda *a: _cache(*a, append="after")),
     Mistake("cache_not_cropped", "the cache not cropped to block_size",
-            "after appending, keep the last block_size entries: self.k_cache[:, :, -block_size:].",
+            "after appending, keep only the last block_size entries, the most recent ones.",
             lambda *a: _cache(*a, crop="none")),
     Mistake("cropped_before_append", "the cache cropped before appending (one entry too many)",
             "crop after appending, so that at most block_size keys are attended to.",
             lambda *a: _cache(*a, crop="before")),
     Mistake("kept_oldest", "the cache cropped to its oldest entries",
-            "keep the most recent block_size entries ([:, :, -block_size:]), not the first ones.",
+            "keep the most recent block_size entries, the end of the cache, not the first ones.",
             lambda *a: _cache(*a, keep="first")),
     Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
             "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
-            "T, torch.cat([self.k_cache, k], dim=2).", lambda *a: _cache(*a, cat_dim=1)),
+            "T, dim 2.", lambda *a: _cache(*a, cat_dim=1)),
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply the scores by head_size ** -0.5, as without a cache.",
             lambda *a: _cache(*a, scale=False)),
+    Mistake("scale_by_C", "scores scaled by C ** -0.5, the model's width",
+            "each head's dot products have head_size terms: scale by head_size ** -0.5.",
+            lambda *a: _cache(*a, scale=a[0].shape[-1] ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).",
+            lambda *a: _cache(*a, scale=a[6] / a[1].shape[0])),
     Mistake("merge_without_transpose", "heads merged without transposing back",
             "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: "
             "transpose(1, 2) first, then reshape.", lambda *a: _cache(*a, merge="none")),
@@ -854,22 +880,41 @@ CACHED_ATTENTION = (
     Mistake("no_mask_in_chunk", "no causal mask among the new tokens",
             "when several tokens arrive at once (the prompt), each may only see the ones before it.",
             lambda *a: _cache(*a, align="none")),
+    Mistake("chunk_mask_from_zero", "the mask of a chunk placed as if the cache were empty",
+            "a chunk of T_new tokens arriving after L - T_new cached ones: query i sits at position "
+            "L - T_new + i and may see keys 0..L - T_new + i, every cached key included.",
+            lambda *a: _cache(*a, align="top_left_chunks")),
+    Mistake("mask_off_by_one", "the causal mask shifted by one: each new token sees the next key too",
+            "query i of T_new sits at position L - T_new + i (counted from 0): hide the keys after "
+            "that position, key > L - T_new + i.", lambda *a: _cache(*a, offset=1)),
+    Mistake("cropped_too_short", "the cache cropped to block_size - 1 entries",
+            "keep the last block_size entries, the new token's own key included: [:, :, -block_size:].",
+            lambda *a: _cache(*a, size=a[7] - 1)),
+    Mistake("split_without_transpose", "heads split with a view to (B, n_heads, T, head_size) directly",
+            "the features of one token are head after head: view(B, T_new, n_heads, head_size), then "
+            "transpose(1, 2).", lambda *a: _cache(*a, split="view")),
+    Mistake("softmax_over_queries", "the softmax taken over the queries (dim=-2)",
+            "each query's weights over the keys must sum to 1: softmax over the last dim (dim=-1).",
+            lambda *a: _cache(*a, dim=-2)),
+    Mistake("new_keys_only", "scores against the new keys only, not the cached ones",
+            "compare the queries with every key in the cache (after appending): q @ self.k_cache.mT.",
+            lambda *a: _cache(*a, keys_from="new")),
+    Mistake("new_values_only", "weights applied to the new values only, not the cached ones",
+            "the weights run over every cached key: apply them to the cached values, wei @ self.v_cache.",
+            lambda *a: _cache(*a, values_from="new")),
+    Mistake("keys_in_value_cache", "the new keys appended to the value cache",
+            "append v to the value cache and k to the key cache.", lambda *a: _cache(*a, v_appends="k")),
 )
 
 
-# --- rules a call broke while it ran (grader.checks.student_call.CallRefused) ----------------
+# --- each exercise's catalogue, by the exercise's key ------------------------------------
 
-REFUSALS = {
-    "whole_row": ("a whole row reduced at once",
-                  "keep a running maximum and a running sum, updated one score at a time."),
-    "fused_kernel": ("a fused attention kernel called",
-                     "write the loops over tiles of queries and keys yourself."),
-    "full_matrix": ("the T x T matrix formed",
-                    "compare one tile of queries with one tile of keys at a time."),
-    "tile_strip": ("a tile of queries against all T keys",
-                   "tile the keys too, and combine the key tiles with a running max and sum."),
-    "too_large": ("an intermediate larger than two tiles",
-                  "keep only one tile of scores and the running statistics at a time."),
-    "stream_shape": ("outputs for the whole cache returned",
-                     "return one output per new token: (B, T_new, C)."),
+BY_EXERCISE = {
+    "bag_of_words_loop": BAG_OF_WORDS, "bag_of_words_matmul": BAG_OF_WORDS,
+    "running_average_weights": RUNNING_AVERAGE_WEIGHTS, "masked_softmax": MASKED_SOFTMAX,
+    "causal_weights": CAUSAL_WEIGHTS, "head": HEAD,
+    "scaled_dot_product_attention": SCALED_DOT_PRODUCT_ATTENTION,
+    "multi_head_attention": MULTI_HEAD_ATTENTION, "batched_multi_head_attention": MULTI_HEAD_ATTENTION,
+    "block": BLOCK, "gpt": GPT, "generate": GENERATE, "online_softmax": ONLINE_SOFTMAX,
+    "tiled_attention": TILED_ATTENTION, "cached_attention": CACHED_ATTENTION,
 }

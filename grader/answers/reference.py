@@ -7,6 +7,8 @@ token may NOT attend (the position is hidden), as in ``scores.masked_fill(mask, 
 """
 import torch
 
+from grader.checks.masks import causal_mask
+
 
 def bag_of_words(x):
     """Token t receives the mean of tokens 0..t of its own sequence."""
@@ -22,11 +24,6 @@ def running_average_weights(T, dtype=torch.float64):
     """(T, T) lower-triangular matrix whose row t holds 1/(t+1) in columns 0..t."""
     wei = torch.tril(torch.ones(T, T, dtype=dtype))  # (T, T)
     return wei / wei.sum(1, keepdim=True)
-
-
-def causal_mask(T, device=None):
-    """(T, T) bool, True above the diagonal: the future a token may not see."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
 
 
 def masked_softmax(scores, mask):
@@ -177,11 +174,14 @@ def sliding_window_mask(T, window, device=None):
 
 def cached_attention(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chunks):
     """What multi-head causal attention with a key/value cache of block_size entries
-    returns when x is fed a prompt (at most block_size tokens) and then one token at a
+    returns when x is fed a prompt (at most block_size tokens) and then a few tokens at a
     time: each token attends to itself and the block_size - 1 tokens before it. This is
-    computed here without any cache, on the whole sequence at once."""
-    if chunks[0] > block_size or any(n != 1 for n in chunks[1:]):
-        raise ValueError("the reference expects a prompt of at most block_size tokens, then single tokens")
+    computed here without any cache, on the whole sequence at once. Chunks of several
+    tokens must end within block_size tokens (no cropping while a chunk is attended to)."""
+    ends = [sum(chunks[:i + 1]) for i in range(len(chunks))]
+    if any(n > 1 and end > block_size for n, end in zip(chunks, ends)):
+        raise ValueError("the reference expects chunks of several tokens only within the first block_size "
+                         "tokens, then single tokens")
     T = x.shape[1]
     mask = sliding_window_mask(T, block_size, x.device)  # (T, T)
     heads = [_split_heads(w, n_heads) for w in (w_query, w_key, w_value)]

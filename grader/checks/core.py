@@ -73,9 +73,14 @@ class CheckResult:
     notes: tuple = ()
 
 
-def resolve_device(device=None):
+def device_name(device=None):
     """The device a check runs on: the argument, else $GRADER_DEVICE, else the CPU."""
-    name = device or os.environ.get(DEVICE_ENV) or "cpu"
+    return device or os.environ.get(DEVICE_ENV) or "cpu"
+
+
+def resolve_device(device=None):
+    """device_name's device, which torch must have."""
+    name = device_name(device)
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"{DEVICE_ENV}/device asks for {name}, but torch sees no CUDA device")
@@ -109,7 +114,7 @@ class Exercise:
     reference: Callable  # reference(*inputs.values()) in float64
     draw: Callable  # draw(gen, case, dims) -> inputs (float64, CPU)
     dims: dict  # name -> (fixed value, (low, high) for hidden checks)
-    shape: Callable  # shape(inputs) -> (expected shape, its names)
+    shape: Callable  # shape(inputs) -> (expected shape, the name of each dimension: ("B", "T", "C"))
     focuses: dict
     mistakes: tuple = ()
     module: bool = False
@@ -119,6 +124,7 @@ class Exercise:
     # the queries, the scores, the model...): such an answer earns no points in any check
     attends: Optional[Callable] = None
     repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
+    key: str = ""  # its key in EXERCISES (check_<key>); set there
 
 
 @dataclass
@@ -322,9 +328,8 @@ def _call_student(exercise, student, inputs):
 def _refusal(key):
     """The named mistake of the rule a refused call broke (grader.checks.student_call.CallRefused's
     key), or None."""
-    from grader.answers.mistakes import REFUSALS
-
-    return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
+    refusals = student_call.REFUSALS
+    return diagnosis.Finding(key, *refusals[key]) if key in refusals else None
 
 
 def _type_name(obj):
@@ -332,15 +337,26 @@ def _type_name(obj):
         if type(obj).__module__ not in ("builtins",) else type(obj).__name__
 
 
+def shape_text(names):
+    """"(B, T, C)": a shape's dimensions by name."""
+    return "(" + ", ".join(names) + ")"
+
+
 def _check_tensor(exercise, out, inputs, shape_info):
     """Returned type, shape, dtype/device and finiteness: raise CheckError on the first problem."""
-    shape, names = shape_info
+    shape, names = shape_info[0], shape_text(shape_info[1])
     want = f"a tensor of shape {tuple(shape)} = {names}"
     if out is None:
         raise CheckError(f"returned None; expected {want}.\n  Did you forget the `return`?")
     if isinstance(out, (list, tuple)):
-        extra = " Stack them with torch.stack(...)." if out and all(
-            isinstance(o, torch.Tensor) for o in out) else ""
+        tensors = [o for o in out if isinstance(o, torch.Tensor)]
+        fits = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor) and tuple(o.shape) == tuple(shape)]
+        if len(fits) == 1:  # the answer plus extras (running statistics, a cache): not parts to stack
+            extra = f"\n  Item {fits[0]} has that shape: return it alone and keep the rest inside."
+        elif out and len(tensors) == len(out) and len({tuple(o.shape) for o in tensors}) == 1:
+            extra = " Stack them with torch.stack(...)."
+        else:
+            extra = ""
         raise CheckError(f"returned a {type(out).__name__} of {len(out)} items; expected {want}.{extra}")
     if isinstance(out, (bool, int, float, complex)):
         raise CheckError(f"returned a single {type(out).__name__} ({out!r}); expected {want}.")
@@ -441,6 +457,8 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
         if actual is None or not isinstance(guess, torch.Tensor):
             continue
         guess = _to_cpu64(guess)
+        if isinstance(expected, torch.Tensor) and guess.shape == expected.shape and _close(guess, expected, tol):
+            continue  # right on these inputs: a match would name a mistake the output does not show
         if _close(actual, guess, tol) or _close(actual.nan_to_num(0.0), guess.nan_to_num(0.0), tol):
             return diagnosis.refine(mistake, facts)
     if not analyse:
@@ -505,7 +523,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     name = _student_name(student, exercise)
     label = check_label(name, spec.description, hidden, seed)
     key = _exercise_key(exercise)
-    names = re.findall(r"\w+", shape_info[1])
+    names = list(shape_info[1])
     cache = {}
 
     def facts(instance=True):  # what an instance holds is looked at only when something failed
@@ -543,13 +561,15 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                              finding_name=err.finding_name) from None
         ctx = Context(exercise, student, inputs, _to_cpu64(out), tol, facts)
         # a values check shows the smallest failing case
-        case = lambda: _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
+        case = lambda: _picture_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
                                       reference(), name) if spec.values else None
         baseline = diagnosis.trivial(key, _cpu(inputs64), ctx.out, ctx.close)
         if baseline:
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
             raise CheckError(diagnosis.trivial_message(key, baseline) + _named(found), finding="trivial")
         ignored = _no_attention(exercise, ctx)
+        if isinstance(ignored, tuple):  # (message, finding): not a missing attention, a named mistake
+            raise CheckError(ignored[0], finding=ignored[1])
         if ignored:
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
             raise CheckError(diagnosis.no_attention_message(key, ignored) + _named(found),
@@ -559,6 +579,13 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                 problem = inv.fn(ctx)
             except stored.NotShipped:  # the student bundle cannot judge this one: say nothing
                 problem = None
+            except CheckError as err:  # a run on changed inputs went wrong (NaN, a shape)
+                found = explain(ctx.out) if err.finding is None else None  # what the check's own output shows
+                if found is None and err.finding is None and "NaN/inf" in str(err) and _close(ctx.out, reference(), tol):
+                    found = diagnosis.overflow_finding(key)
+                if found is None:
+                    raise
+                raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found)) from None
             if isinstance(problem, tuple):  # (message, finding): the invariant names the mistake itself
                 raise CheckError(problem[0], finding=problem[1])
             if problem:
@@ -598,17 +625,43 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                          finding_name=err.finding_name) from None
     note = diagnosis.globals_note(facts(instance=False)) if not graded else None
     notes += (note,) if note else ()
+    note = diagnosis.mask_buffer_note(key, inputs, facts)
+    notes += (note,) if note else ()
     if not quiet:
         print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
     return CheckResult(label, notes)
+
+
+def _unwritten(exercise, ctx, again):
+    """(message, "unwritten") when only some entries change from call to call: entries of a
+    torch.empty buffer that the code never fills hold whatever the memory held."""
+    same = torch.isclose(again, ctx.out, rtol=ctx.tol["rtol"], atol=ctx.tol["atol"])
+    if not same.any():
+        return None  # everything changes: random weights, not a hole
+    names = re.findall(r"\w+", exercise.shape(ctx.inputs)[1])
+    where = (~same).nonzero()
+    for d in range(ctx.out.dim()):
+        idx = where[:, d].unique()
+        first, last = int(idx.min()), int(idx.max())
+        if len(idx) < ctx.out.shape[d] and len(idx) == last - first + 1:
+            name = names[d] if d < len(names) else f"dim {d}"
+            span = f"{name} = {first}" if first == last else f"{name} = {first}..{last}"
+            return (f"your output at {span} changes from call to call on the same inputs, the rest "
+                    f"does not: those entries are never written.\n  torch.empty leaves whatever the memory "
+                    f"held: make sure your loops fill every position, up to {name} = {ctx.out.shape[d] - 1}.",
+                    "unwritten")
+    return None
 
 
 def _no_attention(exercise, ctx):
     """How the output shows that the answer does no attention, or None: it differs from
     call to call on the same inputs (random weights), or the exercise's own test says so."""
     try:
-        if exercise.repeatable and not ctx.close(ctx.run(ctx.inputs), ctx.out):
-            return "changes from call to call on the same inputs (random weights?)"
+        if exercise.repeatable:
+            again = ctx.run(ctx.inputs)
+            if not ctx.close(again, ctx.out):
+                return _unwritten(exercise, ctx, again) or \
+                    "changes from call to call on the same inputs (random weights?)"
         return exercise.attends(ctx) if exercise.attends else None
     except (CheckError, _StudentError, _Mutated, stored.NotShipped):
         return None  # the checks that follow say what is wrong
@@ -665,6 +718,15 @@ def _code_facts(exercise, student, inputs=None):
         return None
 
 
+def _picture_case(*args):
+    """_smallest_case, or None where the diagnosis cannot cut or slice this exercise's inputs
+    (one added without its sizes and crops): the check's message then comes alone."""
+    try:
+        return _smallest_case(*args)
+    except Exception:  # the picture is optional; its absence is never an error
+        return None
+
+
 def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, expected, name):
     """The smallest failing case, for the picture: the check's inputs cut to the fewest
     time steps that still fail, and the batch element that differs most."""
@@ -710,9 +772,7 @@ def _show_png(png):
 
 
 def _exercise_key(exercise):
-    from grader.checks.exercises import EXERCISES
-
-    return next(k for k, ex in EXERCISES.items() if ex is exercise)
+    return exercise.key
 
 
 def _student_name(student, exercise):
@@ -737,9 +797,9 @@ _FIXED_CACHE = {}
 
 
 def _load_fixed(exercise):
-    from grader.answers import fixtures
+    from grader.checks import fixed as cases
 
     key = _exercise_key(exercise)
     if key not in _FIXED_CACHE:
-        _FIXED_CACHE[key] = fixtures.load(key)
+        _FIXED_CACHE[key] = cases.load(key)
     return _FIXED_CACHE[key]

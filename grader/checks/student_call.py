@@ -14,6 +14,8 @@ A call is a plain dict:
     {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
      "max_new_tokens": int, "block_size": int, "temperature": float, "seed": int}
 """
+import builtins
+
 import torch
 
 
@@ -324,6 +326,7 @@ def code_facts(obj, call=None):
       keywords: the keyword argument names it passes (keepdim, dim, ...); operators: the
       binary operators it uses (//, @, ...); discarded: out-of-place methods (masked_fill,
       ...) called in a statement that keeps no result;
+    - builtins: the Python builtins it calls or reads (max, sum, ...);
     - helpers: the functions and classes of the same notebook it calls, whose code is
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
@@ -333,7 +336,7 @@ def code_facts(obj, call=None):
     todo, seen = [obj], set()
     glob, helpers = {}, []
     merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
-              "stores_subscript": False}
+              "builtins": set(), "stores_subscript": False}
     while todo:
         item = todo.pop()
         if id(item) in seen:
@@ -349,6 +352,8 @@ def code_facts(obj, call=None):
             else:
                 g = getattr(where, "__globals__", {})
                 found, value = name in g, g.get(name)
+            if not found and not isinstance(where, tuple) and hasattr(builtins, name):
+                merged["builtins"].add(name)
             if not found or name in glob or name.startswith("__"):
                 continue
             glob[name] = _describe(value)
@@ -359,7 +364,7 @@ def code_facts(obj, call=None):
                 todo.append(value)
     facts = {"kind": "class" if isinstance(obj, type) else "function",
              "name": str(getattr(obj, "__name__", "")), "globals": glob,
-             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded")},
+             **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded", "builtins")},
              "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"]}
     if isinstance(obj, type) and call is not None and call.get("kind") == "module":
         try:
@@ -373,13 +378,32 @@ def code_facts(obj, call=None):
 class CallRefused(Exception):
     """The student's code ran but broke a rule of the exercise (it read a whole row at
     once, or formed the T x T matrix). The first line of the message says what it did;
-    `key` names the rule (grader.mistakes.REFUSALS: its name and hint), and travels out of
+    `key` names the rule (REFUSALS below: its name and hint), and travels out of
     a grading kernel as one of the exception's fields."""
 
     def __init__(self, key, message):
         super().__init__(message)
         self.key = key
         self.fields = {"key": key}
+
+
+# The mistake each rule names when a call breaks it (CallRefused.key): its name and hint.
+REFUSALS = {
+    "whole_row": ("a whole row reduced at once",
+                  "keep a running maximum and a running sum, updated one score at a time."),
+    "fused_kernel": ("a fused attention kernel called",
+                     "write the loops over tiles of queries and keys yourself."),
+    "full_matrix": ("the T x T matrix formed",
+                    "compare one tile of queries with one tile of keys at a time."),
+    "tile_strip": ("a tile of queries against all T keys",
+                   "tile the keys too, and combine the key tiles with a running max and sum."),
+    "too_large": ("an intermediate larger than two tiles",
+                  "keep only one tile of scores and the running statistics at a time."),
+    "no_projection": ("the output projection left out",
+                      "pass the joined heads (B, T_new, n_heads * head_size) through self.proj."),
+    "stream_shape": ("a chunk's output of the wrong shape",
+                     "return one output per new token: (B, T_new, C)."),
+}
 
 
 def _build(student, call, device, dtype):
@@ -412,10 +436,16 @@ def _stream(student, call):
                 return out  # the check explains what came back
             want = (x.shape[0], n, x.shape[2])
             if tuple(out.shape) != want:
+                n_heads, head_size = call["ctor"][1], call["ctor"][2]
+                joined = (out.dim() == 3 and tuple(out.shape[:2]) == want[:2]
+                          and out.shape[2] == n_heads * head_size != x.shape[2])
                 raise CallRefused(
-                    "stream_shape", f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
+                    "no_projection" if joined else "stream_shape", f"given {n} new token(s), x of shape {tuple(x[:, start:start + n].shape)} after "
                     f"{start} cached, forward returned shape {tuple(out.shape)}; expected {want} = "
-                    "(B, T_new, C): one output per new token.")
+                    "(B, T_new, C): one output per new token."
+                    + (f"\n  Its last dim is n_heads * head_size = {out.shape[2]}: the heads joined but not "
+                       f"passed through the output projection self.proj (back to C = {x.shape[2]})."
+                       if joined else ""))
             outs.append(out)
             start += n
     return torch.cat(outs, dim=1)  # (B, T, C)
