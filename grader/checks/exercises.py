@@ -673,7 +673,7 @@ def _samples_every_token(ctx):
             "mix": torch.zeros(V, V, dtype=torch.float64)}
     new = dict(ctx.inputs, model=flat, temperature=1.0)
     T = len(ctx.inputs["idx"][0])
-    got, expected = ctx.run(new)[:, T:], ref.generate(**new)[:, T:]
+    got, expected = ctx.run(new)[:, T:], registry.reference("generate")(**new)[:, T:]
     top = int(got.max()) + 1
     beyond = int((expected >= top).sum())  # the reference's draws among tokens it never sampled
     if beyond < 8 or top == 1:  # too few to tell a filter from chance; an argmax is catalogued
