@@ -1174,7 +1174,7 @@ def generate(model, idx, max_new_tokens, block_size, temperature=1.0, generator=
 '''),
     dict(notebook='07_transformer_block', exercise='generate', id='fresh-N10',
          intended='generator not passed to multinomial',
-         check_call='check_generate(generate, "output")', phrase='passing the generator on',
+         check_call='check_generate(generate, "output")', phrase='the generator on',
          code='''
 def generate(model, idx, max_new_tokens, block_size, temperature=1.0, generator=None):
     """Extend idx (B, T) by max_new_tokens sampled ids: returns (B, T + max_new_tokens)."""
@@ -1221,7 +1221,7 @@ def generate(model, idx, max_new_tokens, block_size, temperature=1.0, generator=
 '''),
     dict(notebook='07_transformer_block', exercise='generate', id='fresh-N14',
          intended='torch.distributions.Categorical (ignores the generator)',
-         check_call='check_generate(generate, "output")', phrase='passing the generator on',
+         check_call='check_generate(generate, "output")', phrase='the generator on',
          code='''
 def generate(model, idx, max_new_tokens, block_size, temperature=1.0, generator=None):
     """Extend idx (B, T) by max_new_tokens sampled ids: returns (B, T + max_new_tokens)."""
