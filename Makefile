@@ -133,9 +133,10 @@ export: $(STAMP)
 bench: $(STAMP)
 	$(PY) scripts/bench_autograde.py $(BENCH_ARGS)
 
-## What students get, without answers, in dist/self-attention-student (`make lab` there opens it).
+## What students get, without answers, in dist/self-attention-student (`make lab` there opens it);
+## ASSIGNMENTS="01_bag_of_words 02_tril_matmul" for only the notebooks released so far.
 student-bundle: $(STAMP)
-	$(PY) -m grader.instructor.bundle
+	$(PY) -m grader.instructor.bundle $(if $(ASSIGNMENTS),--assignments $(ASSIGNMENTS))
 
 ## CPU and wall time of each notebook, kernel start excluded.
 notebook-times: $(STAMP)

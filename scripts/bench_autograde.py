@@ -15,6 +15,10 @@ copy of it each way, in this order:
              course's nbgrader_config.py makes it grade the way make autograde does
   local1     `python -m grader.grading.autograde --jobs 1`: the embedded LocalCluster
   local2     the same with --jobs 2
+  hostile2   local2 on the same class with hostile classmates beside it (tests/support/synthetic.py's
+             RESOURCE_HOGS: 120 CPU-bound processes, memory spread over processes, a fork
+             bomb; they need a cgroup per sandbox): the class's own submissions' worker
+             time is compared with local2's
   external2  `--scheduler` on a `dask scheduler` with two `dask worker` processes
              started here (their start is timed apart)
 
@@ -45,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support import synthetic  # noqa: E402 (tests/support: the test classes)
 
 MIX = ["correct"] * 5 + ["stub"] * 2 + ["exception"] * 2 + ["softmax_wrong_dim"]
-RUNS = ("stock", "plain", "local1", "local2", "external2")
+RUNS = ("stock", "plain", "local1", "local2", "hostile2", "external2")
 STOCK_CONFIG = """c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = "self-attention"
@@ -110,11 +114,13 @@ def scores(root, assignments):
     return found
 
 
-def task_seconds(root):
-    """The seconds each submission took on its worker, as recorded in the status."""
+def task_seconds(root, students=None):
+    """The seconds each submission took on its worker, as recorded in the status (of the
+    given students only, if any)."""
     from grader.grading.status import Status
 
-    return [e["elapsed"] for _, _, e in Status(root).entries() if e.get("elapsed")]
+    return [e["elapsed"] for student, _, e in Status(root).entries()
+            if e.get("elapsed") and (students is None or student in students)]
 
 
 def merge_cost(root, entries, samples=10):
@@ -161,6 +167,14 @@ def main(argv=None):
     unknown = sorted(set(runs) - set(RUNS))
     if unknown or "local1" not in runs:
         parser.error(f"--runs takes some of {', '.join(RUNS)}, local1 included (unknown: {unknown})")
+    if "hostile2" in runs:
+        from grader.isolation import cgroups, isolation_available
+
+        available, why = isolation_available()
+        if not (available and cgroups.support().version):
+            print(f"hostile2 left out: its classmates need a sandbox with a cgroup of its own "
+                  f"({why or cgroups.support().reason})")
+            runs.remove("hostile2")
     assignments = args.assignments or layout.assignments()
     n = args.students * len(assignments)
     print(f"synthetic class: {args.students} students x {len(assignments)} assignments = "
@@ -178,6 +192,9 @@ def main(argv=None):
         layout.ensure_gradebook(template, layout.load_config(template))  # not timed
         for run in runs:
             roots[run] = Path(shutil.copytree(template, Path(tmp) / run))
+        if "hostile2" in roots:
+            for hog in synthetic.RESOURCE_HOGS:
+                synthetic.make_hog(roots["hostile2"], f"hostile_{hog}", hog)
 
         for run in runs:
             root = roots[run]
@@ -190,10 +207,11 @@ def main(argv=None):
                 nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "--force"]
                 wall[run] = sum(timed(nbgrader + [a], root) for a in assignments)
                 label = "plain nbgrader autograde, sequential"
-            elif run.startswith("local"):
+            elif run.startswith("local") or run == "hostile2":
                 jobs = int(run[-1])
                 wall[run] = timed(autograde + ["--root", root, "--jobs", str(jobs)], root)
-                label = f"embedded LocalCluster, {jobs} worker(s)"
+                label = f"embedded LocalCluster, {jobs} worker(s)" + (
+                    f", {len(synthetic.RESOURCE_HOGS)} hostile classmates added" if run == "hostile2" else "")
             else:
                 start = time.perf_counter()
                 with ProcessCluster(Path(tmp) / "cluster", workers=2, memory=WORKER_MEMORY) as cluster:
@@ -204,8 +222,11 @@ def main(argv=None):
                   flush=True)
 
         per_task = task_seconds(roots["local1"])
+        own = {f"student{i:03d}" for i in range(args.students)}
+        beside = {run: task_seconds(roots[run], own) for run in ("local2", "hostile2") if run in runs}
         # stock nbgrader runs the checks in the student's kernel: its scores are its own
-        graded = {run: scores(roots[run], assignments) for run in runs if run != "stock"}
+        graded = {run: {k: v for k, v in scores(roots[run], assignments).items() if k[0] in own}
+                  for run in runs if run != "stock"}
         reference = graded["local1"]
         disagree = {run: sorted(k for k in set(g) | set(reference) if g.get(k) != reference.get(k))
                     for run, g in graded.items()}
@@ -223,6 +244,8 @@ def main(argv=None):
     print("throughput against local1 (1 worker):")
     for run in runs:
         workers = 1 if run in ("stock", "plain", "local1") else 2
+        if run == "hostile2":
+            continue  # more submissions than the others: its worker times are compared below
         speedup = wall["local1"] / wall[run]
         efficiency = speedup / workers
         print(f"  {run:10s} {workers} worker(s): {speedup:5.2f}x the throughput, "
@@ -238,6 +261,10 @@ def main(argv=None):
           "(a submission's fixed cost in its kernel)")
     print(f"one worker's time per submission (local1, mean)      {mean_task:6.2f} s "
           f"({mean_task / floor:.2f}x the floor; min {min(per_task):.1f}, max {max(per_task):.1f})")
+    for run, times in beside.items():
+        print(f"the class's own submissions' worker time, {run:8s}      {statistics.mean(times):6.2f} s "
+              f"mean, {max(times):.1f} s max ({'beside' if run == 'hostile2' else 'without'} "
+              "the hostile classmates)")
     print(f"client: merging one result into {args.estimate_submissions} submissions    "
           f"{merge * 1000:6.0f} ms (a {merged} result)")
     for run, keys in disagree.items():
@@ -264,6 +291,7 @@ def main(argv=None):
     print(f"  total:   about {max(best, client) / 60:.0f} to {max(worst, client) / 60:.0f} min, "
           "plus starting the workers")
     print(json.dumps({"notebooks": n, "wall": wall, "floor": floor, "task_mean": mean_task,
+                      "own_task_mean": {run: statistics.mean(t) for run, t in beside.items()},
                       "merge": merge, "estimate_min": [max(best, client) / 60, max(worst, client) / 60]}))
 
 

@@ -12,8 +12,9 @@ import nbformat
 import pytest
 import torch
 
+from grader.answers import course_answers
+from grader.checks import stored
 from grader.instructor import bundle, notebooks
-from grader.answers import reference
 
 REPO = Path(__file__).resolve().parent.parent
 TOP_LEVEL = {"README.md", "Makefile", "install.mk", "pyproject.toml", "requirements.txt",
@@ -34,8 +35,8 @@ def _text_files(root):
 def test_the_bundle_holds_what_students_need_and_nothing_of_the_instructors(built):
     assert {p.name for p in built.iterdir()} == TOP_LEVEL
     shipped = {p.relative_to(built / "grader").as_posix() for p in (built / "grader").rglob("*.py")}
-    assert shipped == set(bundle.STUDENT_MODULES) | {"answers/reference.py", "answers/mistakes.py",
-                                                      "checks/diagnosis.py"}
+    assert shipped == set(bundle.student_files()) and "checks/diagnosis.py" in shipped
+    assert not (built / "grader" / "answers").exists()
     for path in notebooks.notebook_paths("notebooks"):  # the student versions, unchanged
         assert (built / path.relative_to(REPO)).read_bytes() == path.read_bytes()
     assert (built / "data" / "corpus.txt").exists()
@@ -76,12 +77,12 @@ def test_no_solution_hidden_test_or_reference_code_is_in_the_bundle(built):
         for cell in nbformat.read(path, as_version=4).cells:
             for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S):
                 answers.append(block)
-    for name, fn in bundle._reference_functions().items():
-        if name not in bundle.SHIPPED_REFERENCE:
-            body = ast.parse(inspect.getsource(fn)).body[0].body
-            if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                body = body[1:]  # the docstring
-            answers.append("\n".join(ast.unparse(node) for node in body))
+    course = course_answers()
+    for fn in [*course.reference.values(), *course.knobs.values()]:
+        body = ast.parse(inspect.getsource(fn)).body[0].body
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        answers.append("\n".join(ast.unparse(node) for node in body))
     assert len(answers) > 20
     squash = lambda s: re.sub(r"\s+", "", s)
     everything = squash("".join(texts.values()))
@@ -89,13 +90,11 @@ def test_no_solution_hidden_test_or_reference_code_is_in_the_bundle(built):
     for block in answers:
         if len(squash(block)) > 20 and squash(block) not in given:  # given code may appear
             assert squash(block) not in everything, block
-    # the stand-ins: no function body left in reference.py (but the given causal_mask),
-    # none in mistakes.py, and the diagnosis' attention is a lookup
-    defs = lambda p: {n.name for n in ast.walk(ast.parse((built / "grader" / p).read_text()))
-                      if isinstance(n, ast.FunctionDef)}
-    assert defs("answers/reference.py") == set(bundle.SHIPPED_REFERENCE)
-    assert defs("answers/mistakes.py") == set()
-    assert not defs("checks/diagnosis.py") & set(bundle.STORED_DIAGNOSIS)
+    # no function of the answers is defined anywhere in the bundle's grader
+    defined = {n.name for path in (built / "grader").rglob("*.py")
+               for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
+    answer_names = {fn.__name__ for fn in [*course.reference.values(), *course.knobs.values()]}
+    assert not defined & (answer_names - {"forward"}), defined & answer_names
 
 
 def test_every_visible_check_in_the_bundle_passes_the_answer_and_names_the_mistakes(built):
@@ -111,25 +110,31 @@ def test_every_visible_check_in_the_bundle_passes_the_answer_and_names_the_mista
     assert "NotShipped" in report["hidden"] and "graded" in report["hidden"]
 
 
-def test_every_reference_implementation_is_stored_or_shipped_on_purpose():
-    """A new reference function is left out of the bundle unless it is listed as given."""
-    names = set(bundle._reference_functions())
-    assert set(bundle.SHIPPED_REFERENCE) <= names
-    assert names - set(bundle.SHIPPED_REFERENCE), "nothing would be stored"
-    assert all(getattr(reference, n).__module__ == "grader.answers.reference" for n in names)
+def test_every_function_of_the_answers_is_stored(built):
+    """The bundle's checks rebuild their answers from the table's listing: every reference
+    function, every catalogued mistake (name and hint) and the diagnosis' attention."""
+    listing = torch.load(built / "data" / "stored_outputs.pt", weights_only=True)[stored.LISTING]
+    course = course_answers()
+    assert listing["reference"] == sorted(course.reference)
+    assert listing["knobs"] == sorted(course.knobs)
+    assert {key: [(k, name, hint) for _, k, name, hint in catalogue]
+            for key, catalogue in listing["mistakes"].items()} == {
+        key: [(m.key, m.name, m.hint) for m in catalogue] for key, catalogue in course.mistakes.items()}
 
 
-def test_the_student_side_imports_nothing_of_the_instructors_tools():
-    """What students' kernels run and the bundle ships (bundle.STUDENT_MODULES) imports
-    only itself, and the answers that the bundle replaces by stored outputs."""
-    allowed = {"checks", "answers"}
-    for name in [*bundle.STUDENT_MODULES, "checks/diagnosis.py"]:
-        tree = ast.parse((REPO / "grader" / name).read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("grader"):
-                found = [node.module.split(".")[1]] if "." in node.module else [a.name for a in node.names]
-            elif isinstance(node, ast.Import):
-                found = [a.name.split(".")[1] for a in node.names if a.name.startswith("grader.")]
-            else:
-                continue
-            assert set(found) <= allowed, f"grader/{name} imports grader.{found}"
+def test_a_bundle_of_the_notebooks_released_so_far_holds_only_those():
+    chosen = bundle.released_notebooks(["02_tril_matmul", "01_bag_of_words"])
+    assert [p.parent.name for p in chosen] == ["01_bag_of_words", "02_tril_matmul"]
+    assert all(p.is_file() and p.parent.parent == REPO / "notebooks" for p in chosen)
+    assert len(bundle.released_notebooks()) == len(notebooks.notebook_paths("notebooks"))
+
+
+def test_a_wrong_assignment_name_stops_the_bundle_before_anything_is_written(tmp_path):
+    dest = tmp_path / "self-attention-student"
+    with pytest.raises(bundle.BundleError, match=r"no student notebook for 09_nothing; the assignments are 01_bag_of_words"):
+        bundle.build(dest, ["01_bag_of_words", "09_nothing"])
+    assert not list(tmp_path.iterdir())
+    proc = subprocess.run([sys.executable, "-m", "grader.instructor.bundle", "--dest", str(dest),
+                           "--assignments", "01_bag_of_words,9"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode != 0 and "student bundle: no student notebook for 9" in proc.stderr
+    assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir())

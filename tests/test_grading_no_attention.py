@@ -61,7 +61,7 @@ def test_answers_without_attention_earn_at_most_a_tenth_of_each_part(graded, stu
     earned = _points(graded, student, assignment)
     parts = {}  # exercise -> (earned, total)
     for cell, outs in _outcomes(graded, student, assignment).items():
-        got, total = parts.get(outs[0]["exercise"], (0, 0))
-        parts[outs[0]["exercise"]] = (got + earned[cell], total + _cell_points(assignment, cell))
+        got, total = parts.get(outs[0].exercise, (0, 0))
+        parts[outs[0].exercise] = (got + earned[cell], total + _cell_points(assignment, cell))
     assert parts and all(total > 0 for _, total in parts.values())
     assert {e: p for e, p in parts.items() if p[0] > p[1] / 10} == {}

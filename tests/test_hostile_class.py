@@ -1,21 +1,33 @@
-"""An honest student graded in the same run as hostile classmates (two embedded Dask
-workers, the real path): one prints a 300 MB line, one sends replies that unpack into
-30 million nested lists, one ignores the interrupt of a call that runs past its time.
-The honest score equals a quiet run's; each hostile submission is graded with its broken
-checks at 0 and the rest kept."""
+"""An honest student graded in the same run as hostile classmates (two workers of the
+embedded Dask cluster, the `make autograde` path), one class, one quiet run to compare
+with. Classmates that attack the trusted side: one prints a 300 MB line, one sends
+replies that unpack into 30 million nested lists, one ignores the interrupt of a call
+that runs past its time. Classmates that attack the machine (where sandboxes have
+cgroups): 120 CPU-bound processes, memory spread over many processes, a fork bomb; they
+spend their own sandbox's CPU, memory and process limits, never the honest student's
+budget. The honest score and verdicts equal a quiet run's; each hostile submission is
+graded with its broken checks at 0 and the rest kept, or needs attention with a reason."""
 import json
 import shutil
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET, CLASS_CALL_TIMEOUT, db_scores
+from conftest import CLASS_ASSIGNMENT as A, CLASS_CALL_TIMEOUT, db_scores
 from support import synthetic
 from grader.grading import layout
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
+from grader.isolation import cgroups, isolation_available
 
 pytestmark = pytest.mark.xdist_group("hostile")
+
+available, why = isolation_available()
+support = cgroups.support()
+CONTAINED = available and bool(support.version)
+BUDGET = 30  # CPU seconds per notebook where counted (the honest notebook needs well under 10)
+WALL_FACTOR = 12  # its wall-clock ceiling, 360 s: room for a 300 MB line on a loaded machine
 
 HUGE_LINE = 'print("x" * 300_000_000)\n'  # then the correct answer
 REPLY_BOMB = '''import zipfile
@@ -42,15 +54,15 @@ HOSTILE = {"huge_line": lambda src: HUGE_LINE + src,
 
 
 def _grading(root, jobs):
-    return Grading(root, jobs=jobs, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT).run(progress=False)
+    return Grading(root, jobs=jobs, budget=BUDGET, call_timeout=CLASS_CALL_TIMEOUT).run(progress=False)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    import nbformat
-
     tmp = tmp_path_factory.mktemp("hostile")
     quiet = synthetic.make_course(tmp / "quiet")
+    with open(quiet / "nbgrader_config.py", "a") as config:
+        config.write(f"\nc.GradingExecute.wall_factor = {WALL_FACTOR}\n")
     layout.ensure_gradebook(quiet, layout.load_config(quiet))  # once, for both courses
     synthetic.make_submission(quiet, "honest", A, "correct")
     loud = Path(shutil.copytree(quiet, tmp / "loud"))
@@ -59,6 +71,9 @@ def runs(tmp_path_factory):
         folder.mkdir(parents=True)
         nb = synthetic.answered(loud, A, A, edit=lambda gid, src, edit=edit: edit(src))
         nbformat.write(nb, folder / f"{A}.ipynb")
+    if CONTAINED:  # without a cgroup per sandbox these would take the machine
+        for name in synthetic.RESOURCE_HOGS:
+            synthetic.make_hog(loud, name, name)
     loud_summary = _grading(loud, jobs=2)
     quiet_summary = _grading(quiet, jobs=1)
     return quiet, quiet_summary, loud, loud_summary
@@ -69,6 +84,13 @@ def _passed(root, student):
     return {cell: [o["passed"] for o in outs] for cell, outs in outcomes.items()}
 
 
+def _verdicts(root, student):
+    """Each check's label (without a hidden check's seed) and verdict."""
+    outcomes = Status(root).get(student, A)["notebooks"][A]["outcomes"]
+    return {cell: [(o["label"].split(" (hidden")[0], o["passed"]) for o in outs]
+            for cell, outs in outcomes.items()}
+
+
 def _messages(root, student):
     outcomes = Status(root).get(student, A)["notebooks"][A]["outcomes"]
     return {cell: [o["message"] for o in outs if not o["passed"]] for cell, outs in outcomes.items()}
@@ -76,9 +98,15 @@ def _messages(root, student):
 
 def test_the_honest_score_equals_a_quiet_runs(runs):
     quiet, quiet_summary, loud, loud_summary = runs
-    assert quiet_summary["graded"] == 1 and loud_summary["graded"] == 4, loud_summary
+    hostile = len(HOSTILE) + (len(synthetic.RESOURCE_HOGS) if CONTAINED else 0)
+    assert quiet_summary["graded"] == 1, quiet_summary
+    assert loud_summary["graded"] + loud_summary.get("needs_attention", 0) == 1 + hostile, loud_summary
+    for student in ["honest", *HOSTILE]:
+        entry = Status(loud).get(student, A)
+        assert entry["status"] == "graded", (student, entry.get("reason"))
     assert db_scores(loud)["honest"] == db_scores(quiet)["honest"] == 10.0
     assert _passed(loud, "honest") == _passed(quiet, "honest")
+    assert _verdicts(loud, "honest") == _verdicts(quiet, "honest")
 
 
 def test_a_300_mb_line_is_cut_and_the_answer_still_graded(runs):
@@ -106,3 +134,17 @@ def test_a_call_that_ignores_its_interrupt_costs_its_checks_only(runs):
     failed = _messages(loud, "ignores_interrupt")
     messages = [m for ms in failed.values() for m in ms]
     assert len(messages) == 3 and all("timed out" in m and "Likely mistake" not in m for m in messages)
+
+
+@pytest.mark.skipif(not available, reason=f"no isolation here: {why}")
+@pytest.mark.skipif(not support.version, reason=support.reason)
+def test_classmates_that_take_the_machine_are_graded_or_named(runs):
+    """Each resource hog is graded or needs attention with a reason (the honest student,
+    graded beside them, is compared with the quiet run above)."""
+    _, _, loud, _ = runs
+    status = Status(loud)
+    for name in synthetic.RESOURCE_HOGS:
+        entry = status.get(name, A)
+        assert entry["status"] in ("graded", "needs_attention"), (name, entry)
+        if entry["status"] == "needs_attention":
+            assert entry.get("reason"), name

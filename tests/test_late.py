@@ -118,10 +118,10 @@ def test_an_extensions_file_that_cannot_be_used_is_refused_with_the_rows_named(t
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     from support import synthetic
-    from grader.grading import layout as pipeline
+    from grader.grading import layout
 
     root = synthetic.make_course(tmp_path_factory.mktemp("late"))
-    pipeline.ensure_gradebook(root, pipeline.load_config(root))
+    layout.ensure_gradebook(root, layout.load_config(root))
     return root
 
 
@@ -130,10 +130,10 @@ def _submission(root, student, late_by):
     with nbgrader's Gradebook API (no grading)."""
     from nbgrader.api import Gradebook
 
-    from grader.grading import layout as pipeline
+    from grader.grading import layout
 
     due = datetime.datetime(2025, 10, 1, 17, 0)
-    with Gradebook(pipeline.db_url(root)) as gb:
+    with Gradebook(layout.db_url(root)) as gb:
         gb.update_or_create_assignment("05_scaled_attention", duedate=due)
         gb.update_or_create_student(student)
         sub = gb.update_or_create_submission("05_scaled_attention", student, timestamp=due + late_by)
@@ -146,26 +146,26 @@ def _submission(root, student, late_by):
 def _penalty(root, student):
     from nbgrader.api import Gradebook
 
-    from grader.grading import layout as pipeline
+    from grader.grading import layout
 
-    with Gradebook(pipeline.db_url(root)) as gb:
+    with Gradebook(layout.db_url(root)) as gb:
         return gb.find_submission("05_scaled_attention", student).late_submission_penalty
 
 
 def test_make_extensions_stores_them_and_the_gradebooks_penalties_follow(course, tmp_path, capsys):
-    from grader.instructor import extensions
+    from grader.instructor.cli import import_extensions
 
     _submission(course, "ada", datetime.timedelta(days=2, hours=1))   # 3 started days: 30 % of 10
     _submission(course, "bo", datetime.timedelta(days=2, hours=1))
     from grader.instructor import report
     report.export(course, quiet=True)
     assert (_penalty(course, "ada"), _penalty(course, "bo")) == (pytest.approx(3.0), pytest.approx(3.0))
-    extensions.import_csv(course, _extension_csv(tmp_path, "student,assignment,extra\nada,05_scaled_attention,2 days\n"))
+    import_extensions(course, _extension_csv(tmp_path, "student,assignment,extra\nada,05_scaled_attention,2 days\n"))
     out = capsys.readouterr().out
     assert "ada / 05_scaled_attention: extended to 2025-10-03 17:00 UTC (+2 d)" in out
     assert "late penalty 3 -> 1" in out  # one started day after her due date
     assert (_penalty(course, "ada"), _penalty(course, "bo")) == (pytest.approx(1.0), pytest.approx(3.0))
-    extensions.import_csv(course, _extension_csv(tmp_path, "student,assignment,extra\nada,05_scaled_attention,0\n"))
+    import_extensions(course, _extension_csv(tmp_path, "student,assignment,extra\nada,05_scaled_attention,0\n"))
     assert "extension removed" in capsys.readouterr().out and _penalty(course, "ada") == pytest.approx(3.0)
 
 
@@ -175,16 +175,16 @@ def test_nbgraders_own_late_penalty_step_honours_an_extension(course, tmp_path):
     from nbformat.v4 import new_notebook
     from nbgrader.preprocessors import AssignLatePenalties
 
-    from grader.instructor import extensions
-    from grader.grading import layout as pipeline
+    from grader.grading import layout
+    from grader.instructor.cli import import_extensions
 
     _submission(course, "cy", datetime.timedelta(days=1, hours=2))   # 2 started days: 20 %
-    extensions.import_csv(course, _extension_csv(tmp_path, "student,assignment,due\ncy,05_scaled_attention,2025-10-02 20:00:00 UTC\n"))
+    import_extensions(course, _extension_csv(tmp_path, "student,assignment,due\ncy,05_scaled_attention,2025-10-02 20:00:00 UTC\n"))
     with open(course / "extensions.json") as f:
         assert "cy" in f.read()
-    config = pipeline.load_config(course)
+    config = layout.load_config(course)
     for student, expected in [("cy", 0.0), ("bo", 3.0)]:
         resources = {"nbgrader": {"notebook": "05_scaled_attention", "assignment": "05_scaled_attention",
-                                  "student": student, "db_url": pipeline.db_url(course)}}
+                                  "student": student, "db_url": layout.db_url(course)}}
         AssignLatePenalties(config=config).preprocess(new_notebook(), resources)
         assert (_penalty(course, student) or 0.0) == pytest.approx(expected), student

@@ -24,10 +24,10 @@ import nbformat
 import pytest
 
 from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET
-from grader.instructor import extensions, lms, report, roster
+from grader.instructor import lms, report, roster
 from grader.instructor import cli as instructor
 from support import synthetic
-from grader.grading import autograde, layout as pipeline
+from grader.grading import autograde, layout
 
 pytestmark = pytest.mark.xdist_group("lms_term")
 NB = f"{A}.ipynb"
@@ -58,7 +58,7 @@ GRADED_FOR_REAL = ["grace", "zoe"]
 def _gradebook(root):
     from nbgrader.api import Gradebook
 
-    return Gradebook(pipeline.db_url(root), pipeline.load_config(root).CourseDirectory.course_id)
+    return Gradebook(layout.db_url(root), layout.load_config(root).CourseDirectory.course_id)
 
 
 def record_scores(root, assignment, student, fraction, timestamp=None):
@@ -86,14 +86,14 @@ def _timestamp(root, student):
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
     root = synthetic.make_course(tmp_path_factory.mktemp("lms_term"))
-    config = pipeline.load_config(root)
+    config = layout.load_config(root)
     (root / "canvas_export.csv").write_text(CANVAS_EXPORT)
     roster.import_roster(root, root / "canvas_export.csv")
-    pipeline.ensure_gradebook(root, config)
+    layout.ensure_gradebook(root, config)
     with _gradebook(root) as gb:
         gb.update_or_create_assignment(A, duedate=DUE)
     (root / "extensions.csv").write_text(f"student,assignment,extra\nzoe,{A},2 days\n")
-    extensions.import_csv(root, root / "extensions.csv")
+    instructor.import_extensions(root, root / "extensions.csv")
 
     good = nbformat.writes(synthetic.answered(root, A, A))
     download = root / "submissions.zip"

@@ -3,6 +3,8 @@ written, and the report reads outcomes from the one store, autograded/.status.js
 import csv
 import json
 
+import pytest
+
 from grader.grading.results import CellGrade, NotebookChecks, NotebookResult, Record
 from grader.grading.scan import Flag
 from grader.grading.status import Status
@@ -123,3 +125,42 @@ def test_grades_csv_and_the_report_take_mistakes_and_flags_from_the_status_file(
         line = next(r for r in csv.DictReader(f) if r["student_id"] == "ada")
     assert "softmax over the wrong dimension" in line["mistakes"]
     assert "ran out of its time budget" in line["flags"]
+
+
+def test_the_merge_writes_the_workers_penalty_and_recomputes_it_only_for_a_score_given_by_hand(tmp_path):
+    """The late penalty is computed once per score: the worker's is written as it is; a
+    regrade that keeps a manual grade (a score the worker never saw) gets the policy's
+    penalty for the gradebook's score."""
+    import datetime
+
+    from nbgrader.api import Gradebook
+
+    from grader.grading import layout
+    from grader.grading.autograde import Grading
+    from support import synthetic
+
+    root = synthetic.make_course(tmp_path)
+    config = layout.load_config(root)
+    layout.ensure_gradebook(root, config)
+    due = datetime.datetime(2025, 10, 1, 17, 0)
+    with Gradebook(layout.db_url(root)) as gb:
+        gb.update_or_create_assignment(A, duedate=due)
+        gb.update_or_create_student("ada")
+        cells = {g.name: g.max_score for g in gb.find_notebook(A, A).grade_cells}
+    late_by = due + datetime.timedelta(days=2, hours=1)  # 3 started days: 30 % under the course's policy
+
+    def merge(penalty):
+        result = SubmissionResult("ada", A, "graded", timestamp=late_by.isoformat(), notebooks={A: NotebookResult(
+            grades={name: CellGrade(points, points, False) for name, points in cells.items()},
+            late_penalty=penalty, checks=_checks())})
+        Grading(root).merge(result, "fp")
+        with Gradebook(layout.db_url(root)) as gb:
+            return gb.find_submission_notebook(A, A, "ada").late_submission_penalty
+
+    total = sum(cells.values())
+    assert merge(1.25) == 1.25  # the worker's, not recomputed (the policy would give 30 %)
+    first = next(iter(cells))
+    with Gradebook(layout.db_url(root)) as gb:
+        gb.find_grade(first, A, A, "ada").manual_score = 0.0
+        gb.db.commit()
+    assert merge(1.25) == pytest.approx(0.3 * (total - cells[first]))

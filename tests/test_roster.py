@@ -13,9 +13,9 @@ def course(tmp_path):
 def _students(root):
     from nbgrader.api import Gradebook
 
-    from grader.grading import layout as pipeline
+    from grader.grading import layout
 
-    with Gradebook(pipeline.db_url(root)) as gb:
+    with Gradebook(layout.db_url(root)) as gb:
         return {s.id: (s.first_name, s.last_name, s.email, s.lms_user_id) for s in gb.students}
 
 

@@ -110,9 +110,9 @@ def test_code_inside_a_timing_magic_is_read():
         == "F.scaled_dot_product_attention"
 
 
-@pytest.mark.parametrize("variant", sorted(synthetic.HONEST_VARIANTS))
+@pytest.mark.parametrize("variant", sorted(synthetic.HONEST))
 def test_honest_answers_are_neither_refused_nor_flagged(variant):
-    nb = synthetic.HONEST_VARIANTS[variant](ROOT, "05_scaled_attention", "05_scaled_attention")
+    nb = synthetic.HONEST[variant](ROOT, "05_scaled_attention", "05_scaled_attention")
     source = nbformat.read(ROOT / "solutions" / "05_scaled_attention" / "05_scaled_attention.ipynb", as_version=4)
     found = scan(nb, source)
     assert found.flags == []

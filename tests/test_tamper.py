@@ -21,9 +21,9 @@ def graded_cells(nb):
             and not c.metadata["nbgrader"].get("solution")]
 
 
-@pytest.mark.parametrize("variant", sorted(set(synthetic.HONEST_VARIANTS) - {"duplicated_test_cell"}))
+@pytest.mark.parametrize("variant", sorted(set(synthetic.HONEST) - {"duplicated_test_cell"}))
 def test_honest_submissions_are_not_flagged(variant):
-    nb = synthetic.HONEST_VARIANTS[variant](ROOT, A, A)
+    nb = synthetic.HONEST[variant](ROOT, A, A)
     assert changes(nb, source()) == []
 
 

@@ -16,7 +16,7 @@ from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET
 from grader.instructor import cli as instructor
 from grader.instructor import lms, report, roster
 from support import synthetic
-from grader.grading import autograde, layout as pipeline
+from grader.grading import autograde, layout
 
 pytestmark = pytest.mark.xdist_group("term")
 NB = f"{A}.ipynb"
@@ -38,7 +38,7 @@ def _nbgrader(root, *args):
 def _gradebook(root):
     from nbgrader.api import Gradebook
 
-    return Gradebook(pipeline.db_url(root), pipeline.load_config(root).CourseDirectory.course_id)
+    return Gradebook(layout.db_url(root), layout.load_config(root).CourseDirectory.course_id)
 
 
 @pytest.fixture(scope="module")

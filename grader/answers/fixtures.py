@@ -6,18 +6,13 @@ Hidden checks do not use these files: they draw fresh inputs and compute the
 reference live.
 """
 import argparse
-import os
 from pathlib import Path
 
 import torch
 
-DATA_ENV = "COURSE_REFERENCES"
-REFERENCES_DIR = Path(__file__).resolve().parents[2] / "data" / "references"
+from grader.checks.fixed import DATA_ENV, REFERENCES_DIR, load, references_dir  # noqa: F401
+
 SEED = 20261121
-
-
-def references_dir():
-    return Path(os.environ.get(DATA_ENV, REFERENCES_DIR))
 
 
 def build(exercise):
@@ -44,13 +39,6 @@ def write_all(directory=None):
         torch.save(build(exercise), path)
         written.append(path)
     return written
-
-
-def load(key, directory=None):
-    path = Path(directory or references_dir()) / f"{key}.pt"
-    if not path.exists():
-        raise FileNotFoundError(f"reference file {path} is missing: run `make references`")
-    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def main(argv=None):

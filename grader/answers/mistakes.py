@@ -6,20 +6,10 @@ and hint are shown. Each variant takes the same arguments as the matching functi
 ``grader.answers.reference``. The numbers in the comments refer to the list of misconceptions
 at the end of the curriculum.
 """
-from dataclasses import dataclass
-from typing import Callable
-
 import torch
 
 from grader.answers import reference as ref
-
-
-@dataclass(frozen=True)
-class Mistake:
-    key: str
-    name: str
-    hint: str
-    fn: Callable
+from grader.checks.registry import Mistake
 
 
 # --- names and hints shared by several exercises ------------------------------------
@@ -32,7 +22,7 @@ MASK_AFTER_SOFTMAX = "mask applied after the softmax"
 MASK_AFTER_SOFTMAX_HINT = ("fill the scores with -inf before the softmax; zeroing probabilities "
                            "afterwards leaves rows that no longer sum to 1.")
 MASK_FROM_VALUES = "mask built from the score values"
-MASK_FROM_VALUES_HINT = ("build the mask from positions, torch.ones(T, T, dtype=torch.bool).triu(1), "
+MASK_FROM_VALUES_HINT = ("build the mask from positions (True above the diagonal of a T x T matrix), "
                          "not from the scores: tril(scores) == 0 also hides every score that "
                          "happens to be 0.")
 CAUSAL_INVERTED = "mask polarity inverted (the past hidden, the future visible)"
@@ -130,7 +120,7 @@ RUNNING_AVERAGE_WEIGHTS = (
             "use torch.tril, not torch.triu: row t must weight the past, not the future.",
             _weights_upper),
     Mistake("not_normalised", "tril of ones, not normalised",
-            "torch.tril(torch.ones(T, T)) gives running sums; divide each row by its sum.",
+            "a lower triangle of ones gives running sums; divide each row by its own sum.",
             lambda T: torch.tril(torch.ones(T, T, dtype=torch.float64))),
     Mistake("uniform", "uniform weights 1/T everywhere",
             "the weights must be lower-triangular: zero for the future.",
@@ -167,7 +157,7 @@ MASKED_SOFTMAX = (
             lambda scores, mask: _softmax(scores, mask, mask_mode="none")),
     Mistake("nan_fully_masked", "fully masked row left as NaN",
             "with -inf everywhere a row's softmax is 0/0 = NaN; set such rows to 0 "
-            "(e.g. .nan_to_num(0.0) or masked_fill on rows where mask.all(-1)).",
+            "(replace the NaNs, or fill the rows where mask.all(-1)).",
             lambda scores, mask: _softmax(scores, mask, zero_empty=False)),
     Mistake("finite_fill", "finite fill value (like -1e9) instead of -inf",
             "a finite fill turns a fully masked row into a uniform one; use float('-inf') "
@@ -228,10 +218,11 @@ HEAD = (
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
             lambda *a: _head(*a, dim=0)),
     Mistake("aggregates_x", "weights applied to x instead of v",
-            "aggregate the values: out = wei @ v, where v = self.value(x).",
+            "the weights mix the values, self.value(x), not x itself.",
             lambda *a: _head(*a, values="x")),
     Mistake("queries_keys_swapped", "queries and keys swapped",
-            "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key.",
+            "the scores are the queries times the keys (transposed), not the other way round: "
+            "row t holds what query t finds in every key.",
             lambda *a: _head(*a, swap=True)),
     Mistake("mask_from_values", MASK_FROM_VALUES, MASK_FROM_VALUES_HINT,
             lambda *a: _head(*a, mask="values")),
@@ -320,7 +311,7 @@ def _mha(x, w_query, w_key, w_value, w_proj, b_proj, causal=True, block_size=Non
 
 MULTI_HEAD_ATTENTION = (
     Mistake("heads_without_transpose", "heads split with view but no transpose",
-            "q.view(B, T, n_heads, head_size).transpose(1, 2): view(B, n_heads, T, head_size) "
+            "view as (B, T, n_heads, head_size), then swap T and n_heads: view(B, n_heads, T, head_size) "
             "alone mixes time steps and heads.",
             lambda *a: _mha(*a, layout="no_transpose")),
     Mistake("one_wide_head", "one wide head instead of n_heads small ones",
@@ -376,16 +367,46 @@ def _block(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_
     raise ValueError(layout)
 
 
+def _block_parts(x, ln1_w, ln1_b, w_query, w_key, w_value, w_proj, b_proj, ln2_w, ln2_b,
+                 w_fc, b_fc, w_out, b_out, n_heads, block_size=None, dropout=0.0, *,
+                 attn_norm="ln1", mlp_norm="ln2", attn_res="x", mlp_res="x", order="attn_first",
+                 final=None):
+    """The pre-norm block with some parts changed: which norm feeds each branch ("ln1", "ln2",
+    "none", "plain": no learned weights, "unbiased": a hand-made one with torch.std and the
+    branch's own weights), what each residual adds the branch to ("x", "normed": the norm's
+    output, "none"), the order of the branches, and a norm on the block's output."""
+    lns = {"ln1": (ln1_w, ln1_b), "ln2": (ln2_w, ln2_b)}
+
+    def norm(kind, t, own):
+        if kind == "none":
+            return t
+        if kind == "plain":
+            return torch.nn.functional.layer_norm(t, (t.shape[-1],), eps=1e-5)
+        if kind == "unbiased":
+            w, b = lns[own]
+            return (t - t.mean(-1, keepdim=True)) / (t.std(-1, keepdim=True) + 1e-5) * w + b
+        return ref.layer_norm(t, *lns[kind])
+
+    branches = {"attn": (attn_norm, attn_res, "ln1", lambda t: ref.causal_self_attention(
+                    t, w_query, w_key, w_value, w_proj, b_proj, n_heads)),
+                "mlp": (mlp_norm, mlp_res, "ln2", lambda t: ref.mlp(t, w_fc, b_fc, w_out, b_out))}
+    for name in (("attn", "mlp") if order == "attn_first" else ("mlp", "attn")):
+        kind, res, own, branch = branches[name]
+        h = norm(kind, x, own)
+        x = {"x": x, "normed": h, "none": 0}[res] + branch(h)  # (B, T, C)
+    return ref.layer_norm(x, ln2_w, ln2_b) if final == "ln2" else x
+
+
 BLOCK = (
     Mistake("post_norm", "post-norm instead of pre-norm",
-            "normalise the input of each branch, not the sum: x = x + self.attn(self.ln1(x)), "
-            "then x = x + self.mlp(self.ln2(x)).", lambda *a: _block(*a, layout="post_norm")),
+            "normalise the input of each branch, not the sum: the branch reads a normalised copy "
+            "and its result is added to x itself, which stays unnormalised.", lambda *a: _block(*a, layout="post_norm")),
     Mistake("residual_after_norm", "residual added after the norm",
             "add the branch to the block's own x, not to ln1(x): keep x unnormalised on the "
-            "residual path (x = x + self.attn(self.ln1(x))).",
+            "residual path; only what goes into the branch is normalised.",
             lambda *a: _block(*a, layout="residual_after_norm")),
     Mistake("no_residual", "no residual connections",
-            "each branch is added to its input: x = x + self.attn(...), x = x + self.mlp(...).",
+            "each branch's result is added to the x it read (a residual connection); it does not replace x.",
             lambda *a: _block(*a, layout="no_residual")),
     Mistake("norms_swapped", "ln1 and ln2 swapped",
             "ln1 goes before the attention and ln2 before the MLP.",
@@ -393,35 +414,94 @@ BLOCK = (
     Mistake("no_norm", "LayerNorms left out", "normalise the input of each branch with ln1 and ln2.",
             lambda *a: _block(*a, layout="no_norm")),
     Mistake("norm_after_branch", "the norm applied to the branch's output",
-            "pre-norm normalises what goes into the branch: self.attn(self.ln1(x)), not self.ln1(self.attn(x)).",
+            "pre-norm normalises what goes into each branch, not what comes out of it.",
             lambda *a: _block(*a, layout="norm_after_branch")),
     Mistake("parallel_branches", "the MLP reads the block's input instead of the attention's output",
             "update x with the attention branch first, then feed that x to ln2 and the MLP.",
             lambda *a: _block(*a, layout="parallel")),
-)
+) + tuple(
+    Mistake(key, name, hint, lambda *a, parts=parts: _block_parts(*a, **parts))
+    for key, name, hint, parts in (
+        ("no_attention_residual", "no residual around the attention",
+         "add the attention branch's output to the block's input x (a residual); without it "
+         "the input never reaches the output.", {"attn_res": "none"}),
+        ("no_mlp_residual", "no residual around the MLP",
+         "add the MLP branch's output to its input x (a residual), as for the attention.",
+         {"mlp_res": "none"}),
+        ("mlp_residual_after_norm", "the MLP's residual added to ln2(x) instead of x",
+         "the residual path carries x unnormalised: the branch's output is added to x, not "
+         "to the LayerNorm's output.", {"mlp_res": "normed"}),
+        ("attention_residual_after_norm", "the attention's residual added to ln1(x) instead of x",
+         "the residual path carries x unnormalised: the branch's output is added to x, not "
+         "to the LayerNorm's output.", {"attn_res": "normed"}),
+        ("mlp_norm_ln1", "ln1 used before the MLP as well",
+         "each branch has its own LayerNorm: ln1 before the attention, ln2 before the MLP.", {"mlp_norm": "ln1"}),
+        ("attention_norm_ln2", "ln2 used before the attention as well",
+         "each branch has its own LayerNorm: ln1 before the attention, ln2 before the MLP.", {"attn_norm": "ln2"}),
+        ("mlp_not_normalised", "the MLP's input not normalised",
+         "pre-norm normalises the input of both branches: the MLP reads ln2 of x.", {"mlp_norm": "none"}),
+        ("attention_not_normalised", "the attention's input not normalised",
+         "pre-norm normalises the input of both branches: the attention reads ln1 of x.",
+         {"attn_norm": "none"}),
+        ("norm_without_weights", "LayerNorm without its learned weight and bias",
+         "use the block's own layers, self.ln1 and self.ln2: a new nn.LayerNorm (or F.layer_norm "
+         "without weight and bias) ignores the weights the model learns (and the check loads).",
+         {"attn_norm": "plain", "mlp_norm": "plain"}),
+        ("norm_unbiased", "a hand-made LayerNorm with the unbiased variance",
+         "LayerNorm divides by the biased standard deviation, sqrt(var(unbiased=False) + eps); "
+         "torch.std and torch.var default to the unbiased one (divided by C - 1). Simplest: "
+         "call self.ln1 and self.ln2.", {"attn_norm": "unbiased", "mlp_norm": "unbiased"}),
+        ("branches_swapped", "the MLP runs before the attention",
+         "the attention comes first (tokens exchange information), then the MLP works on each "
+         "token.", {"order": "mlp_first"}),
+        ("extra_final_norm", "the block's output normalised",
+         "return x after the second residual as it is: pre-norm normalises only what goes into "
+         "each branch (the GPT's ln_f normalises once, after the last block).", {"final": "ln2"}),
+    ))
 
 
 # --- 07: the GPT's forward -----------------------------------------------------------
 
 def _gpt(idx, tok, pos, *rest, layout):
     *layers, lnf_w, lnf_b, w_head, b_head, n_heads, block_size = rest
-    T = idx.shape[1]
+    B, T = idx.shape
     F = torch.nn.functional
     x = F.embedding(idx, tok)  # (B, T, C)
-    if layout == "positions_from_ids":
-        x = x + F.embedding(idx, pos)  # the position table indexed by token ids
-    elif layout == "positions_not_sliced":
-        x = x + pos  # (block_size, C): fails unless T == block_size
+    if layout == "scaled_embeddings":
+        x = x * tok.shape[1] ** 0.5
+    positions = {"positions_from_ids": lambda: F.embedding(idx, pos),  # the table indexed by token ids
+                 "positions_not_sliced": lambda: pos,  # (block_size, C): fails unless T == block_size
+                 "positions_reversed": lambda: pos[:T].flip(0),
+                 "positions_from_one": lambda: pos[1:T + 1],
+                 "positions_per_sequence": lambda: pos[:B].unsqueeze(1),  # (B, 1, C): sequence b at b
+                 "concatenated": lambda: None}
+    if layout == "concatenated":  # (B, T, 2C): the first LayerNorm raises
+        x = torch.cat([x, pos[:T].expand(B, T, -1)], dim=-1)
+        return F.layer_norm(x, (tok.shape[1],), layers[0][0], layers[1][0], eps=1e-5)
+    if layout in positions:
+        x = x + positions[layout]()
     elif layout not in ("positions_after_blocks", "no_positions"):
         x = x + pos[:T]
-    for weights in zip(*layers) if layout != "no_blocks" else ():
+    if layout in ("final_norm_first", "final_norm_twice"):
+        x = ref.layer_norm(x, lnf_w, lnf_b)
+    blocks = list(zip(*layers)) if layout != "no_blocks" else []
+    for weights in {"first_block_only": blocks[:1], "last_block_only": blocks[-1:]}.get(layout, blocks):
         x = ref.block(x, *weights, n_heads)
     if layout == "positions_after_blocks":
         x = x + pos[:T]
-    if layout != "no_final_norm":
+    if layout not in ("no_final_norm", "final_norm_first", "final_norm_after_head"):
         x = ref.layer_norm(x, lnf_w, lnf_b)
-    return x @ w_head.mT + b_head  # (B, T, vocab_size)
+    if layout == "tied_head":  # logits from the token embedding table, lm_head unused
+        return x @ tok.mT
+    logits = x @ w_head.mT + b_head  # (B, T, vocab_size)
+    if layout == "final_norm_after_head":  # a LayerNorm over C given vocab_size features raises
+        return F.layer_norm(logits, (tok.shape[1],), lnf_w, lnf_b, eps=1e-5)
+    return {"probabilities": lambda: torch.softmax(logits, dim=-1),
+            "log_probabilities": lambda: torch.log_softmax(logits, dim=-1)}.get(layout, lambda: logits)()
 
+
+_POSITIONS_HINT = ("token t sits at position t: add position_embedding of torch.arange(T) (0, 1, "
+                   "..., T - 1, on idx's device) to every sequence's token embeddings.")
 
 GPT = (
     Mistake("positions_after_attention", "positions added after attention",
@@ -429,20 +509,57 @@ GPT = (
             "attention itself cannot tell positions apart.",
             lambda *a: _gpt(*a, layout="positions_after_blocks")),
     Mistake("no_positions", "no position embeddings",
-            "x = token_embedding(idx) + position_embedding(torch.arange(T, device=idx.device)).",
+            "add the embeddings of positions 0..T-1 to the token embeddings, before the blocks.",
             lambda *a: _gpt(*a, layout="no_positions")),
     Mistake("positions_from_ids", "position table indexed by the token ids",
-            "the positions are 0..T-1: self.position_embedding(torch.arange(T, device=idx.device)), "
-            "not self.position_embedding(idx).", lambda *a: _gpt(*a, layout="positions_from_ids")),
+            "look the position table up with the positions 0..T-1 (on idx's device), not with "
+            "the token ids.", lambda *a: _gpt(*a, layout="positions_from_ids")),
     Mistake("positions_not_sliced", "the whole position table added, not its first T rows",
             "a sequence may be shorter than block_size: use positions 0..T-1 only.",
             lambda *a: _gpt(*a, layout="positions_not_sliced")),
+    Mistake("positions_reversed", "positions counted backwards (T - 1 down to 0)", _POSITIONS_HINT,
+            lambda *a: _gpt(*a, layout="positions_reversed")),
+    Mistake("positions_from_one", "positions counted from 1 instead of 0", _POSITIONS_HINT,
+            lambda *a: _gpt(*a, layout="positions_from_one")),
+    Mistake("positions_per_sequence", "one position per sequence (numbered along the batch), not per token",
+            "the positions number the tokens of a sequence, 0..T-1 along dim 1; every sequence of "
+            "the batch uses the same T positions.", lambda *a: _gpt(*a, layout="positions_per_sequence")),
+    Mistake("embeddings_concatenated", "token and position embeddings concatenated (2·C features)",
+            "add them: both are (.., C), and their sum is the (B, T, C) the blocks expect.",
+            lambda *a: _gpt(*a, layout="concatenated")),
+    Mistake("scaled_embeddings", "token embeddings scaled by sqrt(C)",
+            "this GPT adds the embeddings as they are; the sqrt(C) factor belongs to another model.",
+            lambda *a: _gpt(*a, layout="scaled_embeddings")),
     Mistake("no_blocks", "the blocks left out",
             "run the embeddings through self.blocks before ln_f and lm_head: without them no "
             "token sees another.", lambda *a: _gpt(*a, layout="no_blocks")),
+    Mistake("first_block_only", "only the first block runs",
+            "every block runs, each on the previous one's output: self.blocks(x) runs them all.",
+            lambda *a: _gpt(*a, layout="first_block_only")),
+    Mistake("last_block_only", "the blocks not chained: only the last one's output is kept",
+            "each block reads the previous block's output: in a loop, reassign x (x = block(x)), "
+            "or call self.blocks(x), which chains them.", lambda *a: _gpt(*a, layout="last_block_only")),
     Mistake("no_final_norm", "final LayerNorm left out",
             "apply self.ln_f after the last block, before self.lm_head.",
             lambda *a: _gpt(*a, layout="no_final_norm")),
+    Mistake("final_norm_first", "ln_f applied before the blocks instead of after",
+            "ln_f normalises the last block's output, just before lm_head.",
+            lambda *a: _gpt(*a, layout="final_norm_first")),
+    Mistake("final_norm_twice", "ln_f applied before the blocks as well",
+            "ln_f is used once, on the last block's output; the embeddings go into the first block as they are.",
+            lambda *a: _gpt(*a, layout="final_norm_twice")),
+    Mistake("final_norm_after_head", "ln_f applied to the logits",
+            "ln_f normalises the last block's output (C features), before lm_head turns it into "
+            "vocab_size logits.", lambda *a: _gpt(*a, layout="final_norm_after_head")),
+    Mistake("tied_head", "logits from the token embedding table instead of lm_head",
+            "the model has its own output layer: the logits are self.lm_head of the normalised "
+            "output (the check loads its weights).", lambda *a: _gpt(*a, layout="tied_head")),
+    Mistake("probabilities", "probabilities returned instead of logits",
+            "forward returns the logits, unnormalised: the loss (F.cross_entropy) and generate "
+            "apply the softmax themselves.", lambda *a: _gpt(*a, layout="probabilities")),
+    Mistake("log_probabilities", "log-probabilities returned instead of logits",
+            "forward returns lm_head's output as it is: F.cross_entropy applies log_softmax itself.",
+            lambda *a: _gpt(*a, layout="log_probabilities")),
 )
 
 
@@ -456,17 +573,22 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
     gen = torch.Generator().manual_seed(seed)
     idx = torch.tensor(idx, dtype=torch.long)  # (B, T)
     for _ in range(max_new_tokens):
-        context = {"end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
-                   "last": idx[:, -1:], "model": idx[:, -lm.block_size:]}[crop]
+        context = idx[:, -crop:] if isinstance(crop, int) else {  # crop: the length kept
+            "end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
+            "last": idx[:, -1:], "model": idx[:, -lm.block_size:]}[crop]
         logits = lm(context)[:, position, :]  # (B, vocab_size)
         if probs == "softmax":
             p = torch.softmax(logits / temperature, dim=dim)
+        elif probs == "twice":  # logits / temperature, then softmax(that / temperature)
+            p = torch.softmax(logits / temperature**2, dim=dim)
         elif probs == "logits":  # (12) raises: negative "probabilities"
             p = logits / temperature
         elif probs == "after":  # torch.multinomial renormalises: the temperature vanishes
             p = torch.softmax(logits, dim=dim) / temperature
         elif probs == "multiplied":
             p = torch.softmax(logits * temperature, dim=dim)
+        if pick == "at_once":  # every new token drawn from the prompt's next-token distribution
+            return torch.cat([idx, torch.multinomial(p, max_new_tokens, replacement=True, generator=gen)], 1)
         if pick == "sample":
             nxt = torch.multinomial(p, num_samples=1, generator=gen)  # (B, 1)
         else:
@@ -477,33 +599,43 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
 
 GENERATE = (
     Mistake("context_not_cropped", "the context not cropped to block_size",
-            "the model has positions for block_size tokens only: feed it idx[:, -block_size:].",
+            "the model has positions for block_size tokens only: give it the last block_size tokens.",
             lambda *a: _generate(*a, crop="none")),
     Mistake("cropped_to_the_models_size", "the context cropped to the model's own block_size",
-            "crop to the block_size argument generate is given (idx[:, -block_size:]), not to an "
-            "attribute of the model: the caller decides how much context to use.",
+            "crop to the block_size argument generate is given, not to an attribute of the "
+            "model: the caller decides how much context to use.",
             lambda *a: _generate(*a, crop="model")),
     Mistake("cropped_from_the_start", "the context cropped to its first block_size tokens",
-            "keep the most recent tokens: idx[:, -block_size:], not idx[:, :block_size].",
+            "keep the most recent block_size tokens, the end of idx, not its first ones.",
             lambda *a: _generate(*a, crop="start")),
     Mistake("last_token_only", "only the last token given to the model",
-            "give the model the whole (cropped) context, idx[:, -block_size:]; it predicts from all of it.",
+            "give the model the whole cropped context, up to block_size tokens; it predicts from all of it.",
             lambda *a: _generate(*a, crop="last")),
     Mistake("first_position", "the logits of the first position used",
-            "the next token is predicted at the last position: logits[:, -1, :].",
+            "the next token is predicted at the last position: keep the logits of the last position, not the first.",
             lambda *a: _generate(*a, position=0)),
     Mistake("sampled_from_logits", "sampling from the logits instead of the probabilities",
-            "torch.multinomial needs non-negative weights: probs = F.softmax(logits / temperature, dim=-1).",
+            "torch.multinomial needs non-negative weights: turn the tempered logits into "
+            "probabilities with a softmax first.",
             lambda *a: _generate(*a, probs="logits")),
     Mistake("temperature_after_softmax", "temperature applied after the softmax (or not at all)",
-            "divide the logits, before the softmax: F.softmax(logits / temperature, dim=-1). "
-            "Dividing the probabilities changes nothing, since torch.multinomial renormalises them.",
+            "divide the logits by the temperature before the softmax. Dividing the "
+            "probabilities changes nothing, since torch.multinomial renormalises them.",
             lambda *a: _generate(*a, probs="after")),
+    Mistake("temperature_twice", "the logits divided by the temperature twice",
+            "divide the logits by the temperature once, then softmax: dividing again before the "
+            "softmax sharpens (or flattens) the distribution a second time.",
+            lambda *a: _generate(*a, probs="twice")),
+    Mistake("sampled_at_once", "every new token sampled at once from the prompt's prediction",
+            "generate one token per step: predict from the context, sample one token, append it, "
+            "and predict the next one from the context that now ends with it.",
+            lambda *a: _generate(*a, pick="at_once")),
     Mistake("temperature_multiplied", "logits multiplied by the temperature",
             "divide by the temperature: a high temperature must flatten the distribution.",
             lambda *a: _generate(*a, probs="multiplied")),
     Mistake("greedy", "the most likely token taken instead of a sample",
-            "sample: torch.multinomial(probs, num_samples=1, generator=generator).",
+            "draw one id per sequence from the probabilities with torch.multinomial, passing "
+            "the generator on, instead of taking the most likely one.",
             lambda *a: _generate(*a, pick="argmax")),
     Mistake("softmax_wrong_dim", "softmax over the batch instead of the vocabulary",
             "the logits of the last position are (B, vocab_size): softmax over dim=-1.",
@@ -709,17 +841,17 @@ CACHED_ATTENTION = (
             "append the new keys and values first, then attend: the new token must see itself.",
             lambda *a: _cache(*a, append="after")),
     Mistake("cache_not_cropped", "the cache not cropped to block_size",
-            "after appending, keep the last block_size entries: self.k_cache[:, :, -block_size:].",
+            "after appending, keep only the last block_size entries, the most recent ones.",
             lambda *a: _cache(*a, crop="none")),
     Mistake("cropped_before_append", "the cache cropped before appending (one entry too many)",
             "crop after appending, so that at most block_size keys are attended to.",
             lambda *a: _cache(*a, crop="before")),
     Mistake("kept_oldest", "the cache cropped to its oldest entries",
-            "keep the most recent block_size entries ([:, :, -block_size:]), not the first ones.",
+            "keep the most recent block_size entries, the end of the cache, not the first ones.",
             lambda *a: _cache(*a, keep="first")),
     Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
             "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
-            "T, torch.cat([self.k_cache, k], dim=2).", lambda *a: _cache(*a, cat_dim=1)),
+            "T, dim 2.", lambda *a: _cache(*a, cat_dim=1)),
     Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
             "multiply the scores by head_size ** -0.5, as without a cache.",
             lambda *a: _cache(*a, scale=False)),
@@ -766,21 +898,14 @@ CACHED_ATTENTION = (
 )
 
 
-# --- rules a call broke while it ran (grader.checks.student_call.CallRefused) ----------------
+# --- each exercise's catalogue, by the exercise's key ------------------------------------
 
-REFUSALS = {
-    "whole_row": ("a whole row reduced at once",
-                  "keep a running maximum and a running sum, updated one score at a time."),
-    "fused_kernel": ("a fused attention kernel called",
-                     "write the loops over tiles of queries and keys yourself."),
-    "full_matrix": ("the T x T matrix formed",
-                    "compare one tile of queries with one tile of keys at a time."),
-    "tile_strip": ("a tile of queries against all T keys",
-                   "tile the keys too, and combine the key tiles with a running max and sum."),
-    "too_large": ("an intermediate larger than two tiles",
-                  "keep only one tile of scores and the running statistics at a time."),
-    "no_projection": ("the output projection left out",
-                      "pass the joined heads (B, T_new, n_heads * head_size) through self.proj."),
-    "stream_shape": ("a chunk's output of the wrong shape",
-                     "return one output per new token: (B, T_new, C)."),
+BY_EXERCISE = {
+    "bag_of_words_loop": BAG_OF_WORDS, "bag_of_words_matmul": BAG_OF_WORDS,
+    "running_average_weights": RUNNING_AVERAGE_WEIGHTS, "masked_softmax": MASKED_SOFTMAX,
+    "causal_weights": CAUSAL_WEIGHTS, "head": HEAD,
+    "scaled_dot_product_attention": SCALED_DOT_PRODUCT_ATTENTION,
+    "multi_head_attention": MULTI_HEAD_ATTENTION, "batched_multi_head_attention": MULTI_HEAD_ATTENTION,
+    "block": BLOCK, "gpt": GPT, "generate": GENERATE, "online_softmax": ONLINE_SOFTMAX,
+    "tiled_attention": TILED_ATTENTION, "cached_attention": CACHED_ATTENTION,
 }

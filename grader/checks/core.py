@@ -73,9 +73,14 @@ class CheckResult:
     notes: tuple = ()
 
 
-def resolve_device(device=None):
+def device_name(device=None):
     """The device a check runs on: the argument, else $GRADER_DEVICE, else the CPU."""
-    name = device or os.environ.get(DEVICE_ENV) or "cpu"
+    return device or os.environ.get(DEVICE_ENV) or "cpu"
+
+
+def resolve_device(device=None):
+    """device_name's device, which torch must have."""
+    name = device_name(device)
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"{DEVICE_ENV}/device asks for {name}, but torch sees no CUDA device")
@@ -109,7 +114,7 @@ class Exercise:
     reference: Callable  # reference(*inputs.values()) in float64
     draw: Callable  # draw(gen, case, dims) -> inputs (float64, CPU)
     dims: dict  # name -> (fixed value, (low, high) for hidden checks)
-    shape: Callable  # shape(inputs) -> (expected shape, its names)
+    shape: Callable  # shape(inputs) -> (expected shape, the name of each dimension: ("B", "T", "C"))
     focuses: dict
     mistakes: tuple = ()
     module: bool = False
@@ -119,6 +124,7 @@ class Exercise:
     # the queries, the scores, the model...): such an answer earns no points in any check
     attends: Optional[Callable] = None
     repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
+    key: str = ""  # its key in EXERCISES (check_<key>); set there
 
 
 @dataclass
@@ -322,9 +328,8 @@ def _call_student(exercise, student, inputs):
 def _refusal(key):
     """The named mistake of the rule a refused call broke (grader.checks.student_call.CallRefused's
     key), or None."""
-    from grader.answers.mistakes import REFUSALS
-
-    return diagnosis.Finding(key, *REFUSALS[key]) if key in REFUSALS else None
+    refusals = student_call.REFUSALS
+    return diagnosis.Finding(key, *refusals[key]) if key in refusals else None
 
 
 def _type_name(obj):
@@ -332,9 +337,14 @@ def _type_name(obj):
         if type(obj).__module__ not in ("builtins",) else type(obj).__name__
 
 
+def shape_text(names):
+    """"(B, T, C)": a shape's dimensions by name."""
+    return "(" + ", ".join(names) + ")"
+
+
 def _check_tensor(exercise, out, inputs, shape_info):
     """Returned type, shape, dtype/device and finiteness: raise CheckError on the first problem."""
-    shape, names = shape_info
+    shape, names = shape_info[0], shape_text(shape_info[1])
     want = f"a tensor of shape {tuple(shape)} = {names}"
     if out is None:
         raise CheckError(f"returned None; expected {want}.\n  Did you forget the `return`?")
@@ -513,7 +523,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     name = _student_name(student, exercise)
     label = check_label(name, spec.description, hidden, seed)
     key = _exercise_key(exercise)
-    names = re.findall(r"\w+", shape_info[1])
+    names = list(shape_info[1])
     cache = {}
 
     def facts(instance=True):  # what an instance holds is looked at only when something failed
@@ -551,7 +561,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                              finding_name=err.finding_name) from None
         ctx = Context(exercise, student, inputs, _to_cpu64(out), tol, facts)
         # a values check shows the smallest failing case
-        case = lambda: _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
+        case = lambda: _picture_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
                                       reference(), name) if spec.values else None
         baseline = diagnosis.trivial(key, _cpu(inputs64), ctx.out, ctx.close)
         if baseline:
@@ -614,6 +624,8 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         raise CheckError(f"{label}\n  {err}", finding=err.finding, case=err.case,
                          finding_name=err.finding_name) from None
     note = diagnosis.globals_note(facts(instance=False)) if not graded else None
+    notes += (note,) if note else ()
+    note = diagnosis.mask_buffer_note(key, inputs, facts)
     notes += (note,) if note else ()
     if not quiet:
         print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
@@ -706,6 +718,15 @@ def _code_facts(exercise, student, inputs=None):
         return None
 
 
+def _picture_case(*args):
+    """_smallest_case, or None where the diagnosis cannot cut or slice this exercise's inputs
+    (one added without its sizes and crops): the check's message then comes alone."""
+    try:
+        return _smallest_case(*args)
+    except Exception:  # the picture is optional; its absence is never an error
+        return None
+
+
 def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, expected, name):
     """The smallest failing case, for the picture: the check's inputs cut to the fewest
     time steps that still fail, and the batch element that differs most."""
@@ -751,9 +772,7 @@ def _show_png(png):
 
 
 def _exercise_key(exercise):
-    from grader.checks.exercises import EXERCISES
-
-    return next(k for k, ex in EXERCISES.items() if ex is exercise)
+    return exercise.key
 
 
 def _student_name(student, exercise):
@@ -778,9 +797,9 @@ _FIXED_CACHE = {}
 
 
 def _load_fixed(exercise):
-    from grader.answers import fixtures
+    from grader.checks import fixed as cases
 
     key = _exercise_key(exercise)
     if key not in _FIXED_CACHE:
-        _FIXED_CACHE[key] = fixtures.load(key)
+        _FIXED_CACHE[key] = cases.load(key)
     return _FIXED_CACHE[key]

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 
 import torch
 
-from grader.answers import reference as ref
+from grader.checks import registry
+from grader.checks.masks import causal_mask
 
 ATTENTION = ("head", "scaled_dot_product_attention", "multi_head_attention",
              "batched_multi_head_attention")
@@ -272,6 +273,18 @@ def module_finding(facts):
     return None
 
 
+def mask_buffer_note(key, inputs, facts):
+    """A note for a causal Head that passes without the registered mask buffer the text
+    asks for (a mask built in forward on every call), or None. facts() is the instance's."""
+    if key != "head" or not inputs.get("causal"):
+        return None
+    mod = (facts() or {}).get("module")
+    if not mod or any(name.split(".")[-1] == "mask" for name, _ in mod.get("buffers", ())):
+        return None
+    return ("note: Head has no mask buffer; the text asks for one, registered once in __init__ "
+            "(self.register_buffer(\"mask\", ...)), instead of a mask built in forward on every call.")
+
+
 # --- input mutation ----------------------------------------------------------------------
 
 IN_PLACE = re.compile(r"^(?!__)\w+_$")
@@ -303,7 +316,7 @@ def _uniform_weights(T, mask, dtype=torch.float64):
     zeros = torch.zeros(T, T, dtype=dtype, device=mask.device if mask is not None else None)
     if mask is None:
         return torch.softmax(zeros, -1)
-    return ref.masked_softmax(zeros.expand(mask.shape), mask)
+    return registry.reference("masked_softmax")(zeros.expand(mask.shape), mask)
 
 
 def baselines(key, inp):
@@ -322,7 +335,7 @@ def baselines(key, inp):
     elif key in WEIGHTS:
         s = inp["scores"]
         T = s.shape[-1]
-        mask = inp["mask"] if key == "masked_softmax" else ref.causal_mask(T, s.device)
+        mask = inp["mask"] if key == "masked_softmax" else causal_mask(T, s.device)
         eye = torch.eye(T, dtype=s.dtype, device=s.device).expand_as(s)
         out += [("the scores returned unchanged", s), ("zeros", torch.zeros_like(s)),
                 ("uniform weights over the visible keys (the scores ignored)",
@@ -340,7 +353,7 @@ def baselines(key, inp):
         x = inp["x"]
         T = x.shape[1]
         v = _project(x, inp["w_value"])
-        mask = ref.causal_mask(T, x.device) if inp["causal"] else None
+        mask = causal_mask(T, x.device) if inp["causal"] else None
         out += [("self.value(x) (identity weights, no attention)", v),
                 ("self.query(x), merely projected", _project(x, inp["w_query"])),
                 ("self.key(x), merely projected", _project(x, inp["w_key"])),
@@ -352,7 +365,7 @@ def baselines(key, inp):
         B, T, C = x.shape
         proj = lambda t: t @ inp["w_proj"].mT + inp["b_proj"]
         flat = lambda w: _project(x, w.reshape(-1, C))  # (B, T, n_heads * head_size)
-        mask = ref.causal_mask(T, x.device) if inp["causal"] else None
+        mask = causal_mask(T, x.device) if inp["causal"] else None
         v = flat(inp["w_value"])
         out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
                 ("proj of zeros (only the bias)", proj(torch.zeros_like(v))),
@@ -383,7 +396,7 @@ TRIVIAL_TASK = {
     "scaled_dot_product_attention": "softmax(q @ k^T * head_size ** -0.5, masked) @ v",
     "multi_head_attention": "run every head, concatenate, then self.proj",
     "batched_multi_head_attention": "split q, k, v into heads, attend, merge, then self.proj",
-    "block": "x = x + self.attn(self.ln1(x)), then x = x + self.mlp(self.ln2(x))",
+    "block": "add attention, then the MLP, each of a normalised copy, to the residual stream",
     "gpt": "token and position embeddings, the blocks, ln_f, then lm_head",
     "generate": "crop the context, softmax the last logits / temperature, sample, append",
     "online_softmax": "one pass with a running maximum and a running sum, then normalise",
@@ -402,32 +415,7 @@ def trivial_message(key, description):
             f"points here.\n  The task: {TRIVIAL_TASK.get(key, 'see the exercise text')}.")
 
 
-# --- attention with every knob a learner can turn ------------------------------------------
-
-def _core(q, k, v, mask, factor, dim=-1, order="qk", apply="wv", fill=float("-inf")):
-    wei = (q @ k.mT if order == "qk" else k @ q.mT) * factor  # (..., T, T)
-    if mask is not None:
-        wei = wei.masked_fill(mask, fill)
-    wei = torch.softmax(wei, dim=dim).nan_to_num(0.0)
-    return (wei if apply == "wv" else wei.mT) @ v
-
-
-def _mask(key, inp, mode, T, device):
-    """mode: given (the check's mask or causal flag), none, causal, or 'given+causal'."""
-    if key in WEIGHTS or key == "scaled_dot_product_attention":
-        given = inp.get("mask") if key != "causal_weights" else ref.causal_mask(T, device)
-    else:
-        given = ref.causal_mask(T, device) if inp["causal"] else None
-    if mode == "given":
-        return given
-    if mode == "none":
-        return None
-    if mode == "causal":
-        return ref.causal_mask(T, device)
-    if mode.startswith("offset"):
-        return torch.ones(T, T, dtype=torch.bool, device=device).triu(int(mode[6:]))
-    return ref.causal_mask(T, device) | given if given is not None else ref.causal_mask(T, device)
-
+# --- attention with every knob a learner can turn (grader/answers/knobs.py) ----------------
 
 DEFAULT_FACTOR = {"head": lambda sz: 1.0, "masked_softmax": lambda sz: 1.0,
                   "causal_weights": lambda sz: 1.0}
@@ -437,82 +425,10 @@ def _default_factor(key, sz):
     return DEFAULT_FACTOR[key](sz) if key in DEFAULT_FACTOR else sz["head_size"] ** -0.5
 
 
-def _split(t, B, T, nh, hs, order):
-    """(B, T, nh*hs) -> (B, nh, T, hs) as a view with dims in the given order, then the
-    permutation that puts them where the code believes they are."""
-    size = {"T": T, "nh": nh, "hs": hs}
-    viewed = t.reshape(B, *(size[d] for d in order))
-    return viewed.permute(0, *(1 + order.index(d) for d in ("nh", "T", "hs")))
-
-
-def _merge(out, B, T, nh, hs, order):
-    """(B, nh, T, hs) -> dims in the given order -> reshape(B, T, nh*hs)."""
-    have = ("nh", "T", "hs")
-    return out.permute(0, *(1 + have.index(d) for d in order)).reshape(B, T, nh * hs)
-
-
-def running_weights(T, form="rows", dtype=torch.float64):
-    """(T, T) averaging weights: rows (the answer), transposed, columns (each column
-    normalised), or keepdim (row sums without keepdim, so column j is divided by row j's sum)."""
-    tril = torch.tril(torch.ones(T, T, dtype=dtype))  # (T, T)
-    if form == "rows":
-        return tril / tril.sum(1, keepdim=True)
-    if form == "transposed":
-        return (tril / tril.sum(1, keepdim=True)).mT
-    if form == "columns":
-        return tril / tril.sum(0, keepdim=True)
-    if form == "softmax":  # softmax of the 0/1 pattern: exp(0) = 1 above the diagonal
-        return torch.softmax(tril, dim=-1)
-    return tril / tril.sum(1)  # (T, T) / (T,): the missing keepdim
-
-
-def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="wv",
-            split=("T", "nh", "hs"), merge=("T", "nh", "hs"), heads_over_time=False,
-            fill=float("-inf"), weights="rows", along=1):
-    """The exercise's output with the knobs turned; the defaults give the reference."""
-    sz = sizes(key, inp)
-    if key == "running_average_weights":
-        return running_weights(int(inp["T"]), weights)
-    if key in BAG:
-        x = inp["x"]
-        if along == "flat":  # the batch flattened into one sequence of B * T tokens
-            B, T, C = x.shape
-            return (running_weights(B * T, weights, x.dtype) @ x.reshape(B * T, C)).view(B, T, C)
-        if along != 1:  # the running mean along another dim, or (along="mean d") a plain mean
-            if isinstance(along, str):
-                return x.mean(int(along[-1]), keepdim=True).expand_as(x)
-            moved = x.movedim(along, 1)
-            return (running_weights(moved.shape[1], weights, x.dtype) @ moved).movedim(1, along)
-        return running_weights(x.shape[1], weights, x.dtype).to(x.device) @ x
-    f = _default_factor(key, sz) if factor is None else factor
-    if key in WEIGHTS:
-        s = inp["scores"]
-        m = _mask(key, inp, mask, s.shape[-1], s.device)
-        wei = s * f
-        if m is not None:
-            wei = wei.masked_fill(m, fill)
-        return torch.softmax(wei, dim=dim).nan_to_num(0.0)
-    if key == "scaled_dot_product_attention":
-        q, k, v = inp["q"], inp["k"], inp["v"]
-        return _core(q, k, v, _mask(key, inp, mask, q.shape[-2], q.device), f, dim, order, apply, fill)
-    x = inp["x"]
-    B, T, C = x.shape
-    m = _mask(key, inp, mask, T, x.device)
-    if key == "head":
-        q, k, v = (_project(x, inp[w]) for w in ("w_query", "w_key", "w_value"))
-        return _core(q, k, v, m, f, dim, order, apply, fill)
-    nh, hs = sz["n_heads"], sz["head_size"]
-    q, k, v = (_project(x, inp[w].reshape(-1, C)) for w in ("w_query", "w_key", "w_value"))
-    if heads_over_time:  # view(B, T, n_heads, head_size) without the transpose
-        q, k, v = (t.reshape(B, T, nh, hs) for t in (q, k, v))
-        m = ref.causal_mask(nh, x.device) if m is not None else None  # the mask sized by the heads
-        out = _core(q, k, v, m, f, dim, order, apply, fill)  # (B, T, nh, hs)
-        out = out.reshape(B, T, nh * hs) if merge == ("T", "nh", "hs") else \
-            out.transpose(1, 2).reshape(B, T, nh * hs)
-    else:
-        q, k, v = (_split(t, B, T, nh, hs, split) for t in (q, k, v))
-        out = _merge(_core(q, k, v, m, f, dim, order, apply, fill), B, T, nh, hs, merge)
-    return out @ inp["w_proj"].mT + inp["b_proj"]
+def forward(key, inp, **knobs):
+    """The exercise's output with the knobs turned; the defaults give the reference. The
+    answers hand it in (grader/answers/knobs.py), through the registry."""
+    return registry.knob("forward")(key, inp, **knobs)
 
 
 # --- the variant families --------------------------------------------------------------------
@@ -588,14 +504,17 @@ def _flag_variants(key, inp):
 ORDER_NAMES = {("nh", "T", "hs"): "(B, n_heads, T, head_size)", ("T", "nh", "hs"): "(B, T, n_heads, head_size)",
                ("T", "hs", "nh"): "(B, T, head_size, n_heads)", ("nh", "hs", "T"): "(B, n_heads, head_size, T)",
                ("hs", "T", "nh"): "(B, head_size, T, n_heads)", ("hs", "nh", "T"): "(B, head_size, n_heads, T)"}
-MERGE_HINT = "out.transpose(1, 2).reshape(B, T, n_heads * head_size) (reshape, since the transpose is not contiguous)"
-SPLIT_HINT = "q.view(B, T, n_heads, head_size).transpose(1, 2): head h owns features h*head_size..(h+1)*head_size-1"
+MERGE_HINT = ("move the heads' dim back next to head_size, then reshape to (B, T, n_heads * head_size) "
+              "(reshape, since a transpose is not contiguous)")
+SPLIT_HINT = ("a view as (B, T, n_heads, head_size), then T and n_heads swapped: head h owns "
+              "features h*head_size..(h+1)*head_size-1")
 
 
 def _layout_variants(key):
     if key in ("head", "scaled_dot_product_attention"):
         yield (Finding("operands_swapped", "queries and keys swapped (k @ q^T)",
-                       "wei = q @ k.transpose(-2, -1): row t holds what query t finds in every key."),
+                       "the scores are the queries times the keys (transposed), not the other way "
+                       "round: row t holds what query t finds in every key."),
                dict(order="kq"))
         yield (Finding("weights_transposed", "the weights transposed before they meet v (wei.mT @ v)",
                        "out = wei @ v: row t of wei (query t) mixes the values of the keys."),
@@ -651,7 +570,7 @@ def _weights_variants(key):
                            f"average over the tokens (dim 1, T) of each sequence, not over {name}."),
                    dict(along=along))
             yield (Finding("wrong_dim", f"a mean over {name} instead of a running mean over T",
-                           "token t averages tokens 0..t of its own sequence: x[b, :t+1].mean(0)."),
+                           "token t averages tokens 0..t of its own sequence, along T."),
                    dict(along=f"mean {along}"))
 
 
@@ -915,6 +834,8 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
         return nonfinite_finding(actual, names, key)
     if expected is not None and _matches(actual, expected, close):
         return None  # right values: whatever failed, the values say nothing about it
+    if key == "generate":
+        return context_length_finding(inp, actual, expected)
     if expected is not None and actual.shape != expected.shape:
         return shape_finding(key, actual.shape, expected, close, names, sz)
     if key == "online_softmax" and expected is not None:
@@ -952,6 +873,33 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
             want = CORRECT_SCALE.get(key, "head_size ** -0.5")
             return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
                            f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
+    return None
+
+
+def context_length_finding(inp, actual, expected):
+    """generate's tokens, when they are those of a model always given the last L tokens
+    for one L other than block_size: how long the context was."""
+    _generate = registry.knob("generate")  # grader/answers/mistakes.py's generate with knobs
+    block_size, T = int(inp["block_size"]), len(inp["idx"][0])
+    args = (inp["model"], inp["idx"], inp["max_new_tokens"], block_size, inp["temperature"], inp["seed"])
+    for L in range(1, inp["model"]["pos"].shape[0] + 1):
+        try:
+            guess = _generate(*args, crop=L).to(actual.dtype)
+        except Exception:
+            continue
+        if L == block_size or (expected is not None and torch.equal(guess, expected.to(guess.dtype))):
+            continue
+        if torch.equal(guess, actual):
+            if L == T:
+                why = (f"the prompt's length T = {T}: a length read before the loop (idx.shape[1] "
+                       "of the prompt) stays fixed while idx grows")
+            elif abs(L - block_size) == 1:
+                why = f"block_size {'+' if L > block_size else '-'} 1: the crop is off by one"
+            else:
+                why = f"not block_size = {block_size}"
+            return Finding("context_length", f"the model was given the last {L} tokens each step",
+                           f"{L} is {why}. Keep the last block_size tokens of the growing "
+                           "sequence at every step.")
     return None
 
 
@@ -994,123 +942,182 @@ def size_numbers(message):
 REDUCTIONS = {"sum", "mean", "amax", "max", "logsumexp", "norm", "count_nonzero"}
 
 
+@dataclass
+class _ErrorContext:
+    """What an error rule sees besides its match: the error's type, the check's sizes and
+    facts about the student's code."""
+    type_name: str
+    sz: dict
+    facts: object
+    key: str = ""
+
+    def nm(self, n):
+        """n, with the size it equals when it equals exactly one ("7 = T")."""
+        return f"{n} = {name_number(n, self.sz)}" if name_number(n, self.sz) else str(n)
+
+
+def _broadcast(m, ctx):
+    a, b, d = map(int, m.groups())
+    reduced = sorted(REDUCTIONS & _attrs(ctx.facts))
+    if reduced and "keepdim" not in set((ctx.facts or {}).get("keywords", ())):
+        article = "an" if reduced[0][0] in "aeiou" else "a"
+        hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+    elif {name_number(a, ctx.sz), name_number(b, ctx.sz)} == {"B", "T"}:
+        hint = ("one tensor has T where the other has B: a (T, C) tensor lines up with (B, T, C) "
+                "from the right as it is; an unsqueeze, view or transpose that puts T in front of "
+                "another dim breaks that")
+    elif d == 0:
+        hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
+    else:
+        hint = ("one of the two was built from the wrong size (T = x.shape[1], not shape[0] or "
+                "[-1]), or lacks a dim ((T, 1) for a (T,) vector, keepdim=True after a sum)")
+    return Finding("broadcast", f"shapes do not line up: {ctx.nm(a)} meets {ctx.nm(b)} (dimension {d})", hint + ".")
+
+
+def _expanded(m, ctx):
+    a, b, d = map(int, m.groups())
+    return Finding("broadcast", f"a slot of size {ctx.nm(a)} given a tensor of size {ctx.nm(b)} (dimension {d})",
+                   "the value assigned has the wrong shape: check which dim the reduction "
+                   "(mean, sum) runs over.")
+
+
+def _matmul(m, ctx):
+    a, b, c, d = map(int, m.groups())
+    labels = " ".join(name_number(n, ctx.sz) or "" for n in (a, b, c, d))
+    if re.search(r"n_heads\u00b7T|T\u00b7n_heads", labels):
+        return Finding("cat_dim", "the heads stacked along time instead of along the features",
+                       "concatenate the heads' outputs on the last dim: torch.cat(outs, dim=-1).")
+    if d == b:
+        hint = "the second matrix looks transposed: nn.Linear keeps its weight as (out, in); call the layer, or use W.T"
+    elif c > 1 and a % c == 0 and a != c:
+        hint = "the operands look swapped: the weights go first (wei @ x), each row mixing the tokens"
+    else:
+        hint = "the inner sizes of a matmul must agree"
+    nm = ctx.nm
+    return Finding("matmul_sizes", f"a matmul of ({nm(a)}, {nm(b)}) by ({nm(c)}, {nm(d)})", hint + ".")
+
+
+def _batched_matmul(m, ctx):
+    a, b, c, d = map(int, m.groups())
+    return Finding("matmul_sizes", f"a batched matmul whose first operand has {ctx.nm(b)} columns "
+                   f"while the second has {ctx.nm(d)} rows",
+                   "the inner sizes must agree: a size read from the wrong dim, or an operand "
+                   "that needs .mT (transpose(-2, -1)).")
+
+
+def _not_stored(m, ctx):
+    n = m.group(1)
+    if n not in ("C", "head_size", "block_size", "causal", "n_heads"):
+        return None
+    return Finding("not_stored", f"forward reads {n}, an argument of __init__",
+                   f"__init__'s arguments are gone once it returns: keep it (self.{n} = {n}) and "
+                   f"read self.{n}.")
+
+
+def _reshape(m, ctx):
+    want = [int(s) for s in m.group(1).split(",")]
+    have = int(m.group(2))
+    shown = ", ".join(ctx.nm(w) if w > 0 else str(w) for w in want)
+    return Finding("reshape_sizes", f"a view/reshape to ({shown}) of {ctx.nm(have)} numbers",
+                   "the sizes of a view must multiply to the tensor's size; take them from x.shape.")
+
+
+def _index(m, ctx):
+    i, d, s = map(int, m.groups())
+    return Finding("index_range", f"index {i} past the end of a dim of size {ctx.nm(s)}",
+                   "loop over range(size) with the size read from the tensor's shape.")
+
+
+def _dim_range(m, ctx):
+    lo, hi, got = map(int, m.groups())
+    return Finding("dim_range", f"dim {got} of a tensor with {hi + 1} dims",
+                   "count dims from the end (-1 the last, -2 the one before) so any batch shape works.")
+
+
+def _unpack(m, ctx):
+    return Finding("unpack", "unpacking a shape with the wrong number of names",
+                   f"the input here has sizes {_sizes_text(ctx.sz)}; unpack as many names as it has dims.")
+
+
+def _dtype(m, ctx):
+    if ctx.type_name not in ("RuntimeError", "TypeError"):
+        return None
+    return Finding("dtype_mixed", "tensors of two dtypes mixed",
+                   "create new tensors with dtype=x.dtype (and device=x.device), or .to(x).")
+
+
+def _cat(m, ctx):
+    d, a, b = map(int, m.groups())
+    return Finding("cat_sizes", f"torch.cat along dim {d} of tensors whose other dims differ "
+                   f"({ctx.nm(a)} against {ctx.nm(b)})",
+                   "torch.cat joins along one dim and every other dim must agree: check that "
+                   "dim is the one that grows (for keys and values, the time dim).")
+
+
+def _tensor_truth(m, ctx):
+    compared = sorted({"max", "min"} & set((ctx.facts or {}).get("builtins", ())))
+    if compared:
+        name = compared[0]
+        return Finding("python_max", f"Python's {name}() on tensors",
+                       f"{name}(a, b) asks whether a > b as one True/False; for an elementwise "
+                       f"{'maximum' if name == 'max' else 'minimum'} use torch.{name}imum(a, b).")
+    if ctx.key in LATER:  # these exercises take no optional argument to test with `is not None`
+        return Finding("tensor_truth", "a tensor used as a True/False condition",
+                       "if, and, or, not (and Python's max/min) need one True/False: compare "
+                       "tensors elementwise with torch.where, torch.maximum or &, |.")
+    return Finding("tensor_truth", "a tensor used as a True/False condition",
+                   "to ask whether an argument was given, test `if mask is not None:`.")
+
+
+def _fixed(key, name, hint):
+    return lambda m, ctx: Finding(key, name, hint)
+
+
+# (pattern searched in the error's message, rule(match, context) -> Finding or None), in
+# order: the first rule whose pattern matches and which returns a Finding names the error.
+ERROR_RULES = (
+    (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
+     r"non-singleton dimension (\d+)", _broadcast),
+    (r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
+     r"non-singleton dimension (\d+)", _expanded),
+    (r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", _matmul),
+    (r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] "
+     r"but got: \[(\d+), (\d+)\]", _batched_matmul),
+    (r"name '(\w+)' is not defined", _not_stored),
+    (re.escape("Boolean value of Tensor with more than one value is ambiguous"), _tensor_truth),
+    (re.escape("view size is not compatible with input tensor's size and stride"),
+     _fixed("view_after_transpose", ".view on a transposed (non-contiguous) tensor",
+            "after a transpose use .reshape(...) (or .contiguous().view(...)).")),
+    (r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", _reshape),
+    (r"index (\d+) is out of bounds for dimension (\d+) with size (\d+)", _index),
+    (r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", _dim_range),
+    (r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
+     r"\(expected (\d+)", _unpack),
+    (r"(?s)(?=.*masked_fill)(?=.*bool)",
+     _fixed("mask_dtype", "a mask that is not boolean", "masked_fill needs a bool mask: use tril == 0, or .bool().")),
+    (r"same dtype|expected scalar type|dtype", _dtype),
+    (r"device", _fixed("device_mixed", "tensors on two devices mixed",
+                       "create new tensors with device=x.device, or register them as buffers in a module.")),
+    (r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got "
+     r"size (\d+)", _cat),
+)
+
+
 def error_finding(type_name, message, sz, facts=None, key=""):
     """A Finding for an error the student's code raised, from the sizes in its message."""
     numbers = [int(n) for n in re.findall(r"(?<![\w.])\d+(?![\w.])", message)]
     found = globals_finding(facts, sz, error_numbers=set(numbers), key=key)
     if found:
         return found
-    nm = lambda n: f"{n} = {name_number(n, sz)}" if name_number(n, sz) else str(n)
-    m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
-                  r"non-singleton dimension (\d+)", message)
-    if m:
-        a, b, d = map(int, m.groups())
-        reduced = sorted(REDUCTIONS & _attrs(facts))
-        if reduced and "keepdim" not in set((facts or {}).get("keywords", ())):
-            article = "an" if reduced[0][0] in "aeiou" else "a"
-            hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
-        elif d == 0:
-            hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
-        else:
-            hint = ("one of the two was built from the wrong size (T = x.shape[1], not shape[0] or "
-                    "[-1]), or lacks a dim ((T, 1) for a (T,) vector, keepdim=True after a sum)")
-        return Finding("broadcast", f"shapes do not line up: {nm(a)} meets {nm(b)} (dimension {d})", hint + ".")
-    m = re.search(r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
-                  r"non-singleton dimension (\d+)", message)
-    if m:
-        a, b, d = map(int, m.groups())
-        return Finding("broadcast", f"a slot of size {nm(a)} given a tensor of size {nm(b)} (dimension {d})",
-                       "the value assigned has the wrong shape: check which dim the reduction "
-                       "(mean, sum) runs over.")
-    m = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", message)
-    if m:
-        a, b, c, d = map(int, m.groups())
-        labels = " ".join(name_number(n, sz) or "" for n in (a, b, c, d))
-        if re.search(r"n_heads\u00b7T|T\u00b7n_heads", labels):
-            return Finding("cat_dim", "the heads stacked along time instead of along the features",
-                           "concatenate the heads' outputs on the last dim: torch.cat(outs, dim=-1).")
-        if d == b:
-            hint = "the second matrix looks transposed: nn.Linear keeps its weight as (out, in); call the layer, or use W.T"
-        elif c > 1 and a % c == 0 and a != c:
-            hint = "the operands look swapped: the weights go first (wei @ x), each row mixing the tokens"
-        else:
-            hint = "the inner sizes of a matmul must agree"
-        return Finding("matmul_sizes", f"a matmul of ({nm(a)}, {nm(b)}) by ({nm(c)}, {nm(d)})", hint + ".")
-    m = re.search(r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] "
-                  r"but got: \[(\d+), (\d+)\]", message)
-    if m:
-        a, b, c, d = map(int, m.groups())
-        return Finding("matmul_sizes", f"a batched matmul whose first operand has {nm(b)} columns "
-                       f"while the second has {nm(d)} rows",
-                       "the inner sizes must agree: a size read from the wrong dim, or an operand "
-                       "that needs .mT (transpose(-2, -1)).")
-    m = re.search(r"name '(\w+)' is not defined", message)
-    if m and m.group(1) in ("C", "head_size", "block_size", "causal", "n_heads"):
-        n = m.group(1)
-        return Finding("not_stored", f"forward reads {n}, an argument of __init__",
-                       f"__init__'s arguments are gone once it returns: keep it (self.{n} = {n}) and "
-                       f"read self.{n}.")
-    if "Boolean value of Tensor with more than one value is ambiguous" in message:
-        compared = sorted({"max", "min"} & set((facts or {}).get("builtins", ())))
-        if compared:
-            name = compared[0]
-            return Finding("python_max", f"Python's {name}() on tensors",
-                           f"{name}(a, b) asks whether a > b as one True/False; for an elementwise "
-                           f"{'maximum' if name == 'max' else 'minimum'} use torch.{name}imum(a, b).")
-        if key in LATER:  # these exercises take no optional argument to test with `is not None`
-            return Finding("tensor_truth", "a tensor used as a True/False condition",
-                           "if, and, or, not (and Python's max/min) need one True/False: compare "
-                           "tensors elementwise with torch.where, torch.maximum or &, |.")
-        return Finding("tensor_truth", "a tensor used as a True/False condition",
-                       "to ask whether an argument was given, test `if mask is not None:`.")
-    if "view size is not compatible with input tensor's size and stride" in message:
-        return Finding("view_after_transpose", ".view on a transposed (non-contiguous) tensor",
-                       "after a transpose use .reshape(...) (or .contiguous().view(...)).")
-    m = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", message)
-    if m:
-        want = [int(s) for s in m.group(1).split(",")]
-        have = int(m.group(2))
-        shown = ", ".join(nm(w) if w > 0 else str(w) for w in want)
-        return Finding("reshape_sizes", f"a view/reshape to ({shown}) of {nm(have)} numbers",
-                       "the sizes of a view must multiply to the tensor's size; take them from x.shape.")
-    m = re.search(r"index (\d+) is out of bounds for dimension (\d+) with size (\d+)", message)
-    if m:
-        i, d, s = map(int, m.groups())
-        return Finding("index_range", f"index {i} past the end of a dim of size {nm(s)}",
-                       "loop over range(size) with the size read from the tensor's shape.")
-    m = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", message)
-    if m:
-        lo, hi, got = map(int, m.groups())
-        return Finding("dim_range", f"dim {got} of a tensor with {hi + 1} dims",
-                       "count dims from the end (-1 the last, -2 the one before) so any batch shape works.")
-    m = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
-                  r"\(expected (\d+)", message)
-    if m:
-        return Finding("unpack", "unpacking a shape with the wrong number of names",
-                       f"the input here has sizes {_sizes_text(sz)}; unpack as many names as it has dims.")
-    if "masked_fill" in message and "bool" in message:
-        return Finding("mask_dtype", "a mask that is not boolean",
-                       "masked_fill needs a bool mask: use tril == 0, or .bool().")
-    if re.search(r"same dtype|expected scalar type|dtype", message) and type_name in ("RuntimeError", "TypeError"):
-        return Finding("dtype_mixed", "tensors of two dtypes mixed",
-                       "create new tensors with dtype=x.dtype (and device=x.device), or .to(x).")
-    if re.search(r"device", message):
-        return Finding("device_mixed", "tensors on two devices mixed",
-                       "create new tensors with device=x.device, or register them as buffers in a module.")
-    if "masked_fill" in message and "bool" in message:
-        return Finding("mask_dtype", "a mask that is not boolean",
-                       "masked_fill needs a bool mask: use tril == 0, or .bool().")
-    m = re.search(r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got "
-                  r"size (\d+)", message)
-    if m:
-        d, a, b = map(int, m.groups())
-        return Finding("cat_sizes", f"torch.cat along dim {d} of tensors whose other dims differ "
-                       f"({nm(a)} against {nm(b)})",
-                       "torch.cat joins along one dim and every other dim must agree: check that "
-                       "dim is the one that grows (for keys and values, the time dim).")
+    ctx = _ErrorContext(type_name, sz, facts, key)
+    for pattern, rule in ERROR_RULES:
+        m = re.search(pattern, message)
+        found = rule(m, ctx) if m else None
+        if found:
+            return found
     given = size_numbers(message)
     if given:
-        named = [nm(n) for n in dict.fromkeys(given) if name_number(n, sz)]
+        named = [ctx.nm(n) for n in dict.fromkeys(given) if name_number(n, sz)]
         if named:
             return Finding("sizes", f"the sizes in the error are {', '.join(named)}",
                            "follow each step's shape with a comment like # (B, T, C).")

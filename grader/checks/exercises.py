@@ -2,9 +2,8 @@
 draw, which invariants hold, and which test cell checks what ("focuses")."""
 import torch
 
-from grader.checks import diagnosis
-from grader.answers import mistakes
-from grader.answers import reference as ref
+from grader.checks import diagnosis, registry
+from grader.checks.masks import causal_mask
 from grader.checks.core import Exercise, Focus, Invariant, to_device
 from grader.checks.core import tolerance as _tolerance
 
@@ -234,10 +233,9 @@ def _mha_parameters(inputs, batched):
 
 
 def _call_mha(batched):
-    hint = ("query, key, value = nn.Linear(C, n_heads * head_size, bias=False), "
-            "proj = nn.Linear(n_heads * head_size, C)" if batched else
-            "heads = nn.ModuleList of Head(C, head_size, block_size, causal), "
-            "proj = nn.Linear(n_heads * head_size, C)")
+    proj = "proj, a linear layer from n_heads * head_size features back to C"
+    hint = (f"query, key, value, linear layers from C to n_heads * head_size features without bias; {proj}"
+            if batched else f"heads, an nn.ModuleList of n_heads Head modules; {proj}")
 
     def call(inputs):
         n_heads, head_size, C = inputs["w_query"].shape
@@ -298,7 +296,7 @@ def _draw_sdpa(gen, case, d):
     B, T, hs = d["B"], d["T"], d["head_size"]
     q, k, v = (_randn(gen, B, T, hs) for _ in range(3))  # (B, T, head_size)
     if case == "causal":
-        mask = ref.causal_mask(T)  # (T, T)
+        mask = causal_mask(T)  # (T, T)
     elif case == "padding":
         mask = torch.rand(B, T, T, generator=gen) < 0.4  # (B, T, T)
         mask[..., 0] = False
@@ -323,9 +321,9 @@ def _bag_exercise(name):
     x_causal = causal(["x"], in_dim=1, out_dim=1)
     x_batch = batch_independent(["x"])
     return Exercise(
-        name=name, call=_call_function("x"), reference=ref.bag_of_words, draw=_draw_bag,
+        name=name, call=_call_function("x"), reference=registry.reference("bag_of_words"), draw=_draw_bag,
         dims={"B": (3, (2, 5)), "T": (7, (4, 12)), "C": (5, (2, 9))}, distinct=("B", "T", "C"),
-        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        shape=lambda i: (i["x"].shape, ("B", "T", "C")),
         focuses={
             "output": Focus("returns a (B, T, C) tensor like x", invariants=(FOLLOWS_INPUTS,)),
             "first_token": Focus("the first token is its own average",
@@ -335,8 +333,7 @@ def _bag_exercise(name):
             "causal": Focus("never looks at future tokens", invariants=(x_causal,)),
             "batch_independent": Focus("keeps the sequences of a batch apart", invariants=(x_batch,)),
             "values": Focus("matches the reference values", invariants=(x_causal, x_batch), values=True),
-        },
-        mistakes=mistakes.BAG_OF_WORDS)
+        })
 
 
 MASK_CAUSAL = causal(["scores"], in_dim=-1, out_dim=-2, what="key")
@@ -350,8 +347,8 @@ EXERCISES = {
     "bag_of_words_matmul": _bag_exercise("bag_of_words_matmul"),
     "running_average_weights": Exercise(
         name="running_average_weights", call=_call_function("T"),
-        reference=ref.running_average_weights, draw=_draw_weights,
-        dims={"T": (6, (3, 12))}, shape=lambda i: ((i["T"], i["T"]), "(T, T)"),
+        reference=registry.reference("running_average_weights"), draw=_draw_weights,
+        dims={"T": (6, (3, 12))}, shape=lambda i: ((i["T"], i["T"]), ("T", "T")),
         out_dtype=lambda i: torch.float32,
         focuses={
             "output": Focus("returns a (T, T) float32 tensor"),
@@ -359,13 +356,12 @@ EXERCISES = {
             "lower_triangular": Focus("gives the future no weight", invariants=(FUTURE_GETS_ZERO,)),
             "values": Focus("matches the reference values",
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO), values=True),
-        },
-        mistakes=mistakes.RUNNING_AVERAGE_WEIGHTS),
+        }),
     "masked_softmax": Exercise(
         name="masked_softmax", call=_call_function("scores", "mask"),
-        reference=ref.masked_softmax, draw=_draw_masked_softmax,
+        reference=registry.reference("masked_softmax"), draw=_draw_masked_softmax,
         dims={"B": (3, (2, 5)), "T": (6, (3, 10))}, distinct=("B", "T"),
-        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        shape=lambda i: (i["scores"].shape, ("B", "T", "T")),
         focuses={
             "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
@@ -375,11 +371,11 @@ EXERCISES = {
             "values": Focus("matches the reference values", case="empty_rows",
                             invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO, STABLE), values=True),
         },
-        mistakes=mistakes.MASKED_SOFTMAX, attends=changes_with(["scores"], "the scores")),
+        attends=changes_with(["scores"], "the scores")),
     "causal_weights": Exercise(
-        name="causal_weights", call=_call_function("scores"), reference=ref.causal_weights,
+        name="causal_weights", call=_call_function("scores"), reference=registry.reference("causal_weights"),
         draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
-        shape=lambda i: (i["scores"].shape, "(B, T, T)"),
+        shape=lambda i: (i["scores"].shape, ("B", "T", "T")),
         focuses={
             "output": Focus("returns weights shaped like the scores", invariants=(FOLLOWS_INPUTS,)),
             "rows_sum_to_one": Focus("every row sums to 1", invariants=(ROWS_SUM_TO_ONE,)),
@@ -387,13 +383,13 @@ EXERCISES = {
             "values": Focus("matches the reference values",
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL, STABLE), values=True),
         },
-        mistakes=mistakes.CAUSAL_WEIGHTS, attends=changes_with(["scores"], "the scores")),
+        attends=changes_with(["scores"], "the scores")),
     "head": Exercise(
-        name="Head", call=_call_head, reference=ref.head, draw=_draw_head, module=True,
+        name="Head", call=_call_head, reference=registry.reference("head"), draw=_draw_head, module=True,
         dims={"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 9)),
               "block_size": (9, (1, 4))},  # hidden: T + 1..4
         distinct=("B", "T", "C", "head_size", "block_size"),
-        shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), "(B, T, head_size)"),
+        shape=lambda i: ((*i["x"].shape[:2], i["w_query"].shape[0]), ("B", "T", "head_size")),
         focuses={
             "output": Focus("returns (B, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
@@ -403,13 +399,13 @@ EXERCISES = {
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        mistakes=mistakes.HEAD, attends=changes_with(["w_query", "w_key"], "the query and key weights")),
+        attends=changes_with(["w_query", "w_key"], "the query and key weights")),
     "scaled_dot_product_attention": Exercise(
         name="scaled_dot_product_attention", call=_call_function("q", "k", "v", "mask"),
-        reference=ref.scaled_dot_product_attention, draw=_draw_sdpa,
+        reference=registry.reference("scaled_dot_product_attention"), draw=_draw_sdpa,
         dims={"B": (3, (2, 4)), "T": (7, (4, 11)), "head_size": (5, (3, 9))},
         distinct=("B", "T", "head_size"),
-        shape=lambda i: (i["v"].shape, "(B, T, head_size)"),
+        shape=lambda i: (i["v"].shape, ("B", "T", "head_size")),
         focuses={
             "output": Focus("returns (B, T, head_size)", case="causal", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("with a causal mask, never looks at future keys", case="causal",
@@ -421,7 +417,7 @@ EXERCISES = {
             "padding": Focus("matches the reference values with a padding mask", case="padding",
                              values=True),
         },
-        mistakes=mistakes.SCALED_DOT_PRODUCT_ATTENTION, attends=changes_with(["q", "k"], "q and k")),
+        attends=changes_with(["q", "k"], "q and k")),
 }
 
 _MHA_DIMS = {"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 8)),
@@ -430,9 +426,9 @@ _MHA_DIMS = {"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size
 
 def _mha_exercise(name, batched):
     return Exercise(
-        name=name, call=_call_mha(batched), reference=ref.multi_head_attention, draw=_draw_mha,
+        name=name, call=_call_mha(batched), reference=registry.reference("multi_head_attention"), draw=_draw_mha,
         module=True, dims=_MHA_DIMS, distinct=("B", "T", "C", "head_size", "n_heads", "block_size"),
-        shape=lambda i: (i["x"].shape, "(B, T, C)"),
+        shape=lambda i: (i["x"].shape, ("B", "T", "C")),
         focuses={
             "output": Focus("returns (B, T, C)", invariants=(FOLLOWS_INPUTS,)),
             "causal": Focus("never looks at future tokens", invariants=(HEAD_CAUSAL,)),
@@ -441,7 +437,6 @@ def _mha_exercise(name, batched):
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        mistakes=mistakes.MULTI_HEAD_ATTENTION,
         attends=changes_with(["w_query", "w_key"], "the query and key weights"))
 
 
@@ -492,7 +487,8 @@ def _call_block(inputs):
     return {"kind": "module", "ctor": [C, inputs["n_heads"], inputs["block_size"]],
             "ctor_kw": {"dropout": inputs["dropout"]}, "x": inputs["x"],
             "params": {name: inputs[key] for name, key in _BLOCK_PARAMS.items()},
-            "param_hint": _BLOCK_HINT, "eval": inputs["dropout"] > 0}
+            "param_hint": _BLOCK_HINT, "eval": inputs["dropout"] > 0 and not inputs.get("train"),
+            "grad_weight": inputs.get("grad_weight")}
 
 
 def _draw_gpt(gen, case, d):
@@ -559,26 +555,26 @@ def _call_generate(inputs):
 
 def _generate_shape(inputs):
     B, T = len(inputs["idx"]), len(inputs["idx"][0])
-    return (B, T + inputs["max_new_tokens"]), "(B, T + max_new_tokens)"
+    return (B, T + inputs["max_new_tokens"]), ("B", "T + max_new_tokens")
 
 
 def _keeps_prompt(ctx):
     prompt = torch.tensor(ctx.inputs["idx"], dtype=torch.float64)  # (B, T)
     T = prompt.shape[1]
     if not torch.equal(ctx.out[:, :T], prompt):
-        return (f"the first {T} tokens of every row must be the prompt itself; return "
-                "torch.cat([idx, new_tokens], dim=1), the prompt followed by the new tokens.")
+        return (f"the first {T} tokens of every row must be the prompt itself; return the "
+                "prompt followed by the new tokens.")
 
 
 def _reproducible(ctx):
     again = ctx.run(ctx.inputs)
     if not torch.equal(again, ctx.out):
-        return ("two runs with the same seed gave different tokens: sample with "
-                "torch.multinomial(probs, num_samples=1, generator=generator), passing the generator on.")
+        return ("two runs with the same seed gave different tokens: pass the generator on to "
+                "torch.multinomial.")
 
 
 def _same_tokens(ctx):
-    expected = ref.generate(**ctx.inputs)
+    expected = registry.reference("generate")(**ctx.inputs)
     T = len(ctx.inputs["idx"][0])
     diff = (ctx.out != expected).nonzero()
     if len(diff):
@@ -600,7 +596,38 @@ def _repeatable(ctx):
                 "turns them off), or F.dropout(..., training=self.training).", "not_repeatable")
 
 
+def _dropout_trains(ctx):
+    """With dropout > 0, training mode changes the output that evaluation mode gives."""
+    if ctx.close(ctx.run(dict(ctx.inputs, train=True)), ctx.out):
+        return (f"in training mode, with dropout={ctx.inputs['dropout']}, the output is the same as in "
+                "evaluation mode: dropout never runs while training.\n  Leave the mode to the caller: "
+                "no .eval() (or training=False) inside forward; the given layers follow "
+                "model.train() and model.eval() themselves.", "dropout_never_trains")
+
+
+def _gradient_flows(ctx):
+    """The gradient the student's block gives (autograd) is the derivative of its own output
+    (central differences in float64): nothing in forward is cut off from backpropagation."""
+    inputs = {k: v.to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in ctx.inputs.items()}
+    x, gen, eps = inputs["x"], torch.Generator().manual_seed(0), 1e-6
+    weight, step = (_randn(gen, *x.shape).to(x.device) for _ in range(2))  # (B, T, C) each
+    try:
+        grad = ctx.run(dict(inputs, grad_weight=weight))
+        moved = [ctx.run(dict(inputs, x=x + sign * eps * step)) for sign in (1, -1)]
+    except Exception:  # code that fails in float64 (a layer made in forward): the values check speaks
+        return None
+    slope = float((grad * step.cpu()).sum())
+    numeric = float(((moved[0] - moved[1]) * weight.cpu()).sum()) / (2 * eps)
+    if abs(slope - numeric) > 1e-5 * max(1.0, abs(numeric)):
+        return ("the gradient of the output with respect to x is not the output's derivative: part "
+                "of the block is cut off from backpropagation (a .detach(), .data or torch.no_grad() "
+                "in forward), so training would never update it.", "gradient_blocked")
+
+
 REPEATABLE = Invariant("repeatable", _repeatable)
+DROPOUT_TRAINS = Invariant("dropout_trains", _dropout_trains)
+GRADIENT_FLOWS = Invariant("gradient_flows", _gradient_flows)
 GPT_CAUSAL = Invariant("causal", _token_causal)
 
 
@@ -636,47 +663,73 @@ def _reads_the_cache(ctx):
     if ctx.close(ctx.run(new)[:, prompt:], ctx.out[:, prompt:]):
         return ("after the prompt stays the same when the prompt changes: the cached keys and "
                 "values are never read")
+def _samples_every_token(ctx):
+    """Given a model whose prediction spreads over many tokens, generate samples the unlikely
+    ones too: nothing cuts the distribution down to its most likely tokens (top-k)."""
+    V = 64
+    logits = -0.02 * torch.arange(V, dtype=torch.float64)  # token c: logit -0.02 c, in every context
+    model = ctx.inputs["model"]
+    flat = {"tok": logits.expand(V, V).clone(), "pos": torch.zeros(model["pos"].shape[0], V, dtype=torch.float64),
+            "mix": torch.zeros(V, V, dtype=torch.float64)}
+    new = dict(ctx.inputs, model=flat, temperature=1.0)
+    T = len(ctx.inputs["idx"][0])
+    got, expected = ctx.run(new)[:, T:], ref.generate(**new)[:, T:]
+    top = int(got.max()) + 1
+    beyond = int((expected >= top).sum())  # the reference's draws among tokens it never sampled
+    if beyond < 8:  # too few to tell a filter from chance
+        return None
+    if top == 1:
+        return ("given a model that spreads its prediction over many tokens, it always took the most "
+                "likely one: sample from the probabilities (torch.multinomial with the generator) "
+                "instead of taking the argmax.", "greedy")
+    return (f"given a model that spreads its prediction over {V} tokens, it only ever sampled "
+            f"the {top} most likely ones (token ids 0..{top - 1}), while sampling from the whole "
+            f"distribution drew {beyond} of {expected.numel()} tokens beyond them.\n  A top-k (or "
+            "top-p) filter? This exercise samples from the full softmax.", "top_k_filter")
+
+
 KEEPS_PROMPT = Invariant("keeps_prompt", _keeps_prompt)
+EVERY_TOKEN = Invariant("every_token", _samples_every_token)
 REPRODUCIBLE = Invariant("reproducible", _reproducible)
 SAME_TOKENS = Invariant("same_tokens", _same_tokens)
 BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
 BLOCK_BATCH = batch_independent(["x"])
 
 EXERCISES["block"] = Exercise(
-    name="Block", call=_call_block, reference=ref.block, draw=_draw_block, module=True,
+    name="Block", call=_call_block, reference=registry.reference("block"), draw=_draw_block, module=True,
     dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
           "block_size": (9, (1, 4))},
     distinct=("B", "T", "n_heads", "head_size", "block_size"),
-    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    shape=lambda i: (i["x"].shape, ("B", "T", "C")),
     focuses={
         "output": Focus("returns (B, T, C)"),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, BLOCK_CAUSAL)),
         "values": Focus("matches the reference values (pre-norm)",
-                        invariants=(REPEATABLE, BLOCK_CAUSAL, BLOCK_BATCH), values=True),
+                        invariants=(REPEATABLE, BLOCK_CAUSAL, BLOCK_BATCH, GRADIENT_FLOWS), values=True),
         "eval": Focus("matches the reference in evaluation mode, dropout=0.25", case="dropout",
-                      invariants=(REPEATABLE,), values=True),
+                      invariants=(REPEATABLE, DROPOUT_TRAINS), values=True),
     },
-    mistakes=mistakes.BLOCK, repeatable=False,  # REPEATABLE names dropout left on
+    repeatable=False,  # REPEATABLE names dropout left on
     attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"))
 
 EXERCISES["gpt"] = Exercise(
-    name="GPT", call=_call_gpt, reference=ref.gpt, draw=_draw_gpt, module=True,
+    name="GPT", call=_call_gpt, reference=registry.reference("gpt"), draw=_draw_gpt, module=True,
     dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
           "vocab_size": (10, (9, 16)), "block_size": (11, (1, 4))},
     distinct=("B", "T", "n_heads", "head_size", "vocab_size", "block_size"),
-    shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), "(B, T, vocab_size)"),
+    shape=lambda i: ((*i["idx"].shape, i["tok"].shape[0]), ("B", "T", "vocab_size")),
     focuses={
         "output": Focus("returns logits (B, T, vocab_size)", invariants=(FOLLOWS_INPUTS,)),
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, GPT_CAUSAL)),
         "values": Focus("matches the reference logits", invariants=(REPEATABLE, GPT_CAUSAL), values=True),
     },
-    mistakes=mistakes.GPT, repeatable=False, attends=_gpt_reads_tokens)
+    repeatable=False, attends=_gpt_reads_tokens)
 
 # generate() runs on the CPU in float64 whatever the check's device and dtype: it is
 # compared token by token, and sampled tokens depend on the device's random stream. The
 # check's inputs hold no tensors at the top level, so they stay as drawn.
 EXERCISES["generate"] = Exercise(
-    name="generate", call=_call_generate, reference=ref.generate, draw=_draw_generate,
+    name="generate", call=_call_generate, reference=registry.reference("generate"), draw=_draw_generate,
     dims={"B": (2, (2, 4)), "T": (3, (1, 4)), "vocab_size": (11, (7, 13)), "block_size": (6, (3, 6))},
     distinct=("B", "T", "vocab_size", "block_size"), shape=_generate_shape,
     out_dtype=lambda i: torch.int64,
@@ -686,11 +739,11 @@ EXERCISES["generate"] = Exercise(
         "cropped": Focus("samples the reference's tokens at temperature 1, past block_size",
                          case="plain", invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
         "values": Focus("samples the reference's tokens at temperature 0.5", case="main",
-                        invariants=(KEEPS_PROMPT, REPRODUCIBLE, SAME_TOKENS), values=True),
+                        invariants=(KEEPS_PROMPT, REPRODUCIBLE, EVERY_TOKEN, SAME_TOKENS), values=True),
         "hot": Focus("samples the reference's tokens at temperature 1.7", case="hot",
-                     invariants=(KEEPS_PROMPT, SAME_TOKENS), values=True),
+                     invariants=(KEEPS_PROMPT, EVERY_TOKEN, SAME_TOKENS), values=True),
     },
-    mistakes=mistakes.GENERATE, repeatable=False, attends=_follows_the_model)
+    repeatable=False, attends=_follows_the_model)
 
 
 # --- 08: online softmax, tiled attention, key/value cache -----------------------------
@@ -805,8 +858,9 @@ def _call_cache(inputs):
             "params": {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
                        "value.weight": inputs["w_value"], "proj.weight": inputs["w_proj"],
                        "proj.bias": inputs["b_proj"]},
-            "param_hint": "the given __init__: query, key, value = nn.Linear(C, n_heads * head_size, "
-                          "bias=False), proj = nn.Linear(n_heads * head_size, C)"}
+            "param_hint": "the given __init__: query, key, value, linear layers from C to "
+                          "n_heads * head_size features without bias; proj, from n_heads * head_size "
+                          "back to C"}
 
 
 ONE_PASS = Invariant("one_pass", _one_pass)
@@ -816,9 +870,9 @@ TILED_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
 TILED_BATCH = batch_independent(["q", "k", "v"])
 
 EXERCISES["online_softmax"] = Exercise(
-    name="online_softmax", call=_call_online_softmax, reference=ref.online_softmax,
+    name="online_softmax", call=_call_online_softmax, reference=registry.reference("online_softmax"),
     draw=_draw_online_softmax, dims={"B": (3, (2, 4)), "T": (5, (3, 7)), "N": (11, (8, 16))},
-    distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, "(B, T, N)"),
+    distinct=("B", "T", "N"), shape=lambda i: (i["scores"].shape, ("B", "T", "N")),
     focuses={
         "output": Focus("returns probabilities shaped like the scores", case="plain",
                         invariants=(FOLLOWS_INPUTS,)),
@@ -829,14 +883,14 @@ EXERCISES["online_softmax"] = Exercise(
         "one_pass": Focus("reads each row once, a score at a time", case="plain",
                           invariants=(ONE_PASS,), values=True),
     },
-    mistakes=mistakes.ONLINE_SOFTMAX, attends=changes_with(["scores"], "the scores"))
+    attends=changes_with(["scores"], "the scores"))
 
 EXERCISES["tiled_attention"] = Exercise(
-    name="tiled_attention", call=_call_tiled, reference=ref.tiled_attention, draw=_draw_tiled,
+    name="tiled_attention", call=_call_tiled, reference=registry.reference("tiled_attention"), draw=_draw_tiled,
     dims={"B": (2, (2, 3)), "n_heads": (3, (2, 4)), "T": (41, (30, 50)), "head_size": (4, (3, 5)),
           "tile_size": (9, (7, 13))},
     distinct=("B", "n_heads", "T", "head_size", "tile_size"),
-    shape=lambda i: (i["q"].shape, "(B, n_heads, T, head_size)"),
+    shape=lambda i: (i["q"].shape, ("B", "n_heads", "T", "head_size")),
     focuses={
         "output": Focus("returns (B, n_heads, T, head_size)", invariants=(FOLLOWS_INPUTS,)),
         "causal": Focus("never looks at future keys, nor visits their tiles",
@@ -845,15 +899,15 @@ EXERCISES["tiled_attention"] = Exercise(
         "memory": Focus("never forms the T x T matrix (and still matches)",
                         invariants=(NEVER_FULL_MATRIX,), values=True),
     },
-    mistakes=mistakes.TILED_ATTENTION, attends=changes_with(["q", "k"], "q and k"))
+    attends=changes_with(["q", "k"], "q and k"))
 
 EXERCISES["cached_attention"] = Exercise(
-    name="CachedSelfAttention", call=_call_cache, reference=ref.cached_attention, draw=_draw_cache,
+    name="CachedSelfAttention", call=_call_cache, reference=registry.reference("cached_attention"), draw=_draw_cache,
     module=True,
     dims={"B": (2, (2, 3)), "C": (12, (10, 16)), "n_heads": (3, (2, 4)), "head_size": (5, (3, 6)),
           "context": (9, (5, 9)), "prompt": (7, (2, 7))},
     distinct=("B", "C", "n_heads", "head_size", "context", "prompt"),
-    shape=lambda i: (i["x"].shape, "(B, T, C)"),
+    shape=lambda i: (i["x"].shape, ("B", "T", "C")),
     focuses={
         "output": Focus("returns (B, T_new, C) for every chunk of new tokens", invariants=(FOLLOWS_INPUTS,)),
         "short": Focus("matches attention without a cache, within block_size tokens", case="short",
@@ -861,4 +915,9 @@ EXERCISES["cached_attention"] = Exercise(
         "values": Focus("matches attention without a cache, past block_size (cropped cache)",
                         values=True),
     },
-    mistakes=mistakes.CACHED_ATTENTION, attends=_reads_the_cache)
+    attends=_reads_the_cache)
+
+for _key, _exercise in EXERCISES.items():
+    _exercise.key = _key
+    _exercise.mistakes = registry.Catalogue(_key)  # from the answers (grader/answers/mistakes.py)
+del _key, _exercise

@@ -2,19 +2,21 @@
 
 The student bundle (`make student-bundle`, grader/instructor/bundle.py) ships the checks without the
 reference implementations, the catalogued mistakes or the attention that the diagnosis
-computes with its knobs turned. Each of those functions is replaced there by a lookup
-of its output on the inputs the visible checks use, recorded from the real functions
-when the bundle is built: the checks then pass a correct answer and name every
+computes with its knobs turned (grader/answers/). The registry hands its checks a lookup
+for each of those functions instead (stored_answers): its output on the inputs the
+visible checks use, recorded from the real functions when the bundle is built, with the
+mistakes' names and hints listed beside them (LISTING): the checks then pass a correct answer and name every
 catalogued mistake exactly as in the course repository. A call whose inputs were never
 recorded (a hidden check, or an analysis of an unusual answer) raises NotShipped, which
 the checks treat as "nothing more to say".
 
-This module imports only torch and hashlib; it is the same in the repository and in
+This module imports only torch, hashlib and the registry's types; it is the same in the repository and in
 the bundle, so a call is identified the same way when recorded and when looked up.
 """
 import hashlib
 
 TABLE = "stored_outputs.pt"  # in data/ of the bundle
+LISTING = "answers"  # the table's entry that lists the stored functions and mistakes
 
 
 class NotShipped(LookupError):
@@ -110,7 +112,7 @@ def _table():
     if _TABLE is None:
         import torch
 
-        from grader.answers.fixtures import references_dir
+        from grader.checks.fixed import references_dir
 
         path = references_dir().parent / TABLE
         _TABLE = torch.load(path, weights_only=True) if path.exists() else {}
@@ -132,3 +134,16 @@ def function(name):
         return lookup(name, args, kwargs)
     stored.__name__ = stored.__qualname__ = name.rsplit(".", 1)[-1]
     return stored
+
+
+def stored_answers():
+    """The answers as the bundle's checks receive them (grader/checks/registry.py): each
+    function a lookup of its stored outputs, each mistake its name and hint and a lookup."""
+    from grader.checks.registry import Answers, Mistake
+
+    listing = _table().get(LISTING, {"reference": [], "mistakes": {}, "knobs": []})
+    mistakes = {key: tuple(Mistake(k, name, hint, function(stored_name))
+                           for stored_name, k, name, hint in catalogue)
+                for key, catalogue in listing["mistakes"].items()}
+    return Answers(reference={n: function(f"reference.{n}") for n in listing["reference"]},
+                   mistakes=mistakes, knobs={n: function(f"knobs.{n}") for n in listing["knobs"]})

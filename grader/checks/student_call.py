@@ -7,7 +7,8 @@ notebook's kernel and inside the sandbox.
 A call is a plain dict:
     {"kind": "function", "args": [...]}
     {"kind": "module", "ctor": [...], "ctor_kw": {...}, "params": {name: tensor},
-     "param_hint": "...", "x": tensor, "eval": bool (optional: call model.eval() first)}
+     "param_hint": "...", "x": tensor, "eval": bool (optional: call model.eval() first),
+     "grad_weight": tensor (optional: return the gradient of (out * grad_weight).sum() by x)}
     {"kind": "function", ..., "watch": {...}}   (optional: see _watched)
     {"kind": "stream", <as "module">, "chunks": [n, ...]}   x fed n tokens at a time
     {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
@@ -60,8 +61,21 @@ def execute(student, call):
     load_parameters(model, call["params"], call["param_hint"])
     if call.get("eval"):
         model.eval()
+    if call.get("grad_weight") is not None:
+        return _input_gradient(model, x, call["grad_weight"])
     with torch.no_grad():
         return model(x)
+
+
+def _input_gradient(model, x, weight):
+    """The gradient of (model(x) * weight).sum() with respect to x (zeros where none flows)."""
+    x = x.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = model(x)
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return torch.zeros_like(x)
+        (out * weight).sum().backward()
+    return x.grad if x.grad is not None else torch.zeros_like(x)
 
 
 # --- watching a call: inputs changed in place ----------------------------------------
@@ -364,13 +378,32 @@ def code_facts(obj, call=None):
 class CallRefused(Exception):
     """The student's code ran but broke a rule of the exercise (it read a whole row at
     once, or formed the T x T matrix). The first line of the message says what it did;
-    `key` names the rule (grader.mistakes.REFUSALS: its name and hint), and travels out of
+    `key` names the rule (REFUSALS below: its name and hint), and travels out of
     a grading kernel as one of the exception's fields."""
 
     def __init__(self, key, message):
         super().__init__(message)
         self.key = key
         self.fields = {"key": key}
+
+
+# The mistake each rule names when a call breaks it (CallRefused.key): its name and hint.
+REFUSALS = {
+    "whole_row": ("a whole row reduced at once",
+                  "keep a running maximum and a running sum, updated one score at a time."),
+    "fused_kernel": ("a fused attention kernel called",
+                     "write the loops over tiles of queries and keys yourself."),
+    "full_matrix": ("the T x T matrix formed",
+                    "compare one tile of queries with one tile of keys at a time."),
+    "tile_strip": ("a tile of queries against all T keys",
+                   "tile the keys too, and combine the key tiles with a running max and sum."),
+    "too_large": ("an intermediate larger than two tiles",
+                  "keep only one tile of scores and the running statistics at a time."),
+    "no_projection": ("the output projection left out",
+                      "pass the joined heads (B, T_new, n_heads * head_size) through self.proj."),
+    "stream_shape": ("a chunk's output of the wrong shape",
+                     "return one output per new token: (B, T_new, C)."),
+}
 
 
 def _build(student, call, device, dtype):

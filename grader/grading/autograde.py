@@ -46,7 +46,7 @@ import time
 import warnings
 from pathlib import Path
 
-from grader.instructor import extensions
+from grader.instructor import extensions, late
 from grader.grading import layout
 from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, Record
 from grader.grading.status import Status, fingerprint, grading_inputs
@@ -440,7 +440,9 @@ class Grading:
     def merge(self, result, fp):
         """Record one result: the only place that writes the course gradebook and status.
         The late penalty is the worker's: nbgrader's run applied the course's policy
-        (grader.late) to the score it gave, from the student's extended due date."""
+        (grader.instructor.late) to the score it gave, from the student's extended due date;
+        only a regraded submission that keeps a manual grade or extra credit, whose score
+        is not the worker's, has it computed again here."""
         from nbgrader.api import MissingEntry
 
         student, assignment = result.student, result.assignment
@@ -455,6 +457,8 @@ class Grading:
                 for name, nb in result.notebooks.items():
                     _record_notebook(gb.find_submission_notebook(name, assignment, student), nb)
                 gb.db.commit()
+                if _graded_by_hand(gb.find_submission(assignment, student)):
+                    late.apply(gb, self.config, assignment, student)
                 record.notebooks = {name: nb.checks for name, nb in result.notebooks.items()}
             else:
                 try:
@@ -464,6 +468,12 @@ class Grading:
                 shutil.rmtree(final, ignore_errors=True)
                 record.reason = result.reason
         self.status.set(student, assignment, record.to_json())
+
+
+def _graded_by_hand(submission):
+    """Whether a person changed the submission's score (a manual grade, extra credit)."""
+    return any(grade.manual_score is not None or grade.extra_credit
+               for nb in submission.notebooks for grade in nb.grades)
 
 
 def _record_notebook(sub_nb, nb):

@@ -112,9 +112,9 @@ class GradingExecute(Execute):
     @default("device")
     def _default_device(self):
         """The device, decided here once for the whole notebook: $GRADER_DEVICE, else cpu."""
-        from grader.checks.core import DEVICE_ENV
+        from grader.checks.core import device_name
 
-        return os.environ.get(DEVICE_ENV) or "cpu"
+        return device_name()
 
     # --- the notebook ---------------------------------------------------------------
 

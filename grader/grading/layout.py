@@ -7,16 +7,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# nbgrader runs helper programs (alembic, jupyter) by name: find the ones installed
-# beside this Python even when the virtual environment is not activated.
-_BIN = os.path.dirname(sys.executable)
-if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
-    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+
+def put_installed_programs_on_path():
+    """nbgrader runs helper programs (alembic, jupyter) by name: put the ones installed
+    beside this Python on PATH, even when the virtual environment is not activated."""
+    bin_dir = os.path.dirname(sys.executable)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
 def load_config(root=ROOT):
     from traitlets.config.loader import PyFileConfigLoader
 
+    put_installed_programs_on_path()
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     config.CourseDirectory.root = str(root)
     config.Exchange.root = str(Path(root) / "exchange")
@@ -28,6 +32,7 @@ def nbgrader_api(config):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
+    put_installed_programs_on_path()
     return NbGraderAPI(CourseDirectory(config=config), config=config)
 
 
@@ -79,8 +84,25 @@ def ensure_gradebook(root, config):
             except MissingEntry:
                 missing.append(name)
     if missing:
-        from grader.instructor import notebooks
-        notebooks.generate(root, missing)
+        generate(root, missing)
+
+
+def generate(root=ROOT, names=None, log_level="WARNING"):
+    """nbgrader generate_assignment for each assignment, into <root>/notebooks/."""
+    config = load_config(root)
+    config.GenerateAssignment.force = True
+    config.Application.log_level = log_level
+    api = nbgrader_api(config)
+    failures = {}
+    for name in names or assignments(root):
+        result = api.generate_assignment(name, force=True, create=True)
+        if not result["success"]:
+            failures[name] = result["error"] or result["log"]
+    if failures:
+        raise RuntimeError("generate_assignment failed:\n" + "\n".join(
+            f"{k}: {v}" for k, v in failures.items()))
+    # nbgrader leaves its gradebook behind; the release itself is what we keep.
+    return [Path(root) / "notebooks" / n for n in names or assignments(root)]
 
 
 def gradebook_template(root, config, assignment, dest):

@@ -49,7 +49,7 @@ class Job:
     gradebook: bytes  # a gradebook.db that knows the assignment and no student
     config: str  # the text of the course's nbgrader_config.py
     settings: Settings = field(default_factory=Settings)
-    extension: Optional[object] = None  # grader.extensions.Extension: the student's, if granted
+    extension: Optional[object] = None  # grader.instructor.extensions.Extension: the student's, if granted
 
 
 @dataclass

@@ -1,37 +1,34 @@
 """The student bundle: what students get, without answers.
 
-    python -m grader.instructor.bundle [--dest dist/self-attention-student]     (make student-bundle)
+    python -m grader.instructor.bundle [--dest dist/self-attention-student] [--assignments NAME ...]
+        (make student-bundle [ASSIGNMENTS="01_bag_of_words 02_tril_matmul"])
 
 The bundle holds the student notebooks, the plot and widget helpers, the corpus, the
-checks (grader/checks/: core.py, exercises.py, diagnosis.py, ...) with the fixed inputs and
-expected outputs of the visible checks (data/references/), and data/stored_outputs.pt:
-the outputs, on exactly the inputs the visible checks use, of every function the bundle
-leaves out (the reference implementations, the catalogued mistakes, which are near
-answers, and the attention with knobs that the diagnosis turns). Those functions are
-replaced by lookups (grader/checks/stored.py), so a visible check in the bundle passes a
-correct answer and names a catalogued mistake exactly as in the course repository. Not
-in the bundle: solutions/, hidden tests, reference implementations, the mistakes'
-code, the grading pipeline, tests. `make lab` in the bundle installs and opens it.
+checks (grader/checks/ as it is, and the package's own top-level modules) with the fixed
+inputs and expected outputs of the visible checks (data/references/), and
+data/stored_outputs.pt: the outputs, on exactly the inputs the visible checks use, of
+every function of the answers (grader/answers/: the reference implementations, the
+catalogued mistakes, which are near answers, and the attention with knobs that the
+diagnosis turns), which the bundle leaves out. Its checks receive lookups of those
+outputs instead (grader/checks/stored.py, through grader/checks/registry.py), so a
+visible check in the bundle passes a correct answer and names a catalogued mistake
+exactly as in the course repository. Not in the bundle: solutions/, hidden tests, the
+answers, the grading pipeline, the instructor's tools, tests. With assignments, it holds
+only those notebooks (the ones released so far), so a later notebook's given code is not
+handed out early. `make lab` in the bundle installs and opens it.
 """
 import argparse
-import ast
 import importlib.util
-import inspect
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from grader.checks import stored
+from grader.checks import registry, stored
 
 ROOT = Path(__file__).resolve().parents[2]
 DEST = ROOT / "dist" / "self-attention-student"
-# copied as they are: the checks' engine, the exercises' inputs and invariants
-STUDENT_MODULES = ("__init__.py", "checks/__init__.py", "checks/core.py", "checks/exercises.py",
-                   "checks/shortcuts.py", "checks/student_call.py", "checks/stored.py",
-                   "answers/__init__.py", "answers/fixtures.py")
-SHIPPED_REFERENCE = ("causal_mask",)  # given in the notebooks themselves
-# the diagnosis' own attention, whose defaults are the reference: stored, not shipped
-STORED_DIAGNOSIS = ("_core", "forward", "running_weights", "_split", "_merge")
+STUDENT_FOLDER = "checks"  # copied as it is, with the package's top-level modules
 STUDENT_PACKAGES = ("torch", "jupyterlab", "ipywidgets", "matplotlib", "numpy", "traitlets")
 
 
@@ -39,14 +36,15 @@ class BundleError(RuntimeError):
     pass
 
 
+def student_files():
+    """The files of grader/ that the bundle ships, relative to grader/."""
+    package = ROOT / "grader"
+    top = sorted(p.name for p in package.glob("*.py"))
+    folder = sorted(p.relative_to(package).as_posix() for p in (package / STUDENT_FOLDER).glob("*.py"))
+    return top + folder
+
+
 # --- which functions are stored, under which names ------------------------------------
-
-def _reference_functions():
-    from grader.answers import reference as ref
-
-    return {name: fn for name, fn in vars(ref).items()
-            if inspect.isfunction(fn) and fn.__module__ == ref.__name__ and not name.startswith("__")}
-
 
 def _mistake_names():
     """{id(Mistake): stored name}; a mistake shared by two exercises has one name."""
@@ -54,13 +52,21 @@ def _mistake_names():
 
     names = {}
     for attr, value in vars(mistakes).items():
-        if isinstance(value, tuple) and value and all(isinstance(m, mistakes.Mistake) for m in value):
+        if isinstance(value, tuple) and value and all(isinstance(m, registry.Mistake) for m in value):
             for m in value:
                 names.setdefault(id(m), f"mistakes.{attr}.{m.key}")
     return names
 
 
 # --- recording ---------------------------------------------------------------------------
+
+def _load_answers():
+    """tests/answers.py: correct answers written as a student would, and student_from()."""
+    spec = importlib.util.spec_from_file_location("_course_answers", ROOT / "tests" / "answers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 def _recorder(table, name, fn):
     def recorded(*args, **kwargs):
@@ -79,55 +85,37 @@ def _recorder(table, name, fn):
     return recorded
 
 
-def _load_answers():
-    """tests/answers.py: correct answers written as a student would, and student_from()."""
-    spec = importlib.util.spec_from_file_location("_course_answers", ROOT / "tests" / "answers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _recording(table, course):
+    """The course's answers, each function recording its outputs into table, and the
+    listing the bundle's checks rebuild their answers from (stored.stored_answers)."""
+    names = _mistake_names()
+    reference = {n: _recorder(table, f"reference.{n}", fn) for n, fn in course.reference.items()}
+    knobs = {n: _recorder(table, f"knobs.{n}", fn) for n, fn in course.knobs.items()}
+    mistakes = {key: tuple(replace(m, fn=_recorder(table, names[id(m)], m.fn)) for m in catalogue)
+                for key, catalogue in course.mistakes.items()}
+    listing = {"reference": sorted(reference), "knobs": sorted(knobs),
+               "mistakes": {key: [(names[id(m)], m.key, m.name, m.hint) for m in catalogue]
+                            for key, catalogue in course.mistakes.items()}}
+    return registry.Answers(reference=reference, mistakes=mistakes, knobs=knobs), listing
 
 
 def record():
-    """{call key: stored entry} for every call the visible checks make to a function the
-    bundle leaves out, running each check on a correct answer and on every catalogued
-    mistake, plus the reference on every crop a failing check may show."""
+    """{call key: stored entry} for every call the visible checks make to a function of
+    the answers, running each check on a correct answer and on every catalogued mistake,
+    plus the reference on every crop a failing check may show; and under stored.LISTING,
+    what was stored."""
+    from grader.answers import course_answers
     from grader.checks import core, diagnosis
-    from grader.answers import mistakes, reference as ref
     from grader.checks.exercises import EXERCISES
 
-    table, undo = {}, []
-
-    def patch(obj, attr, new):
-        undo.append((obj, attr, getattr(obj, attr)))
-        if isinstance(obj, mistakes.Mistake):
-            object.__setattr__(obj, attr, new)
-        else:
-            setattr(obj, attr, new)
-
-    functions = _reference_functions()
-    try:
-        for name, fn in functions.items():
-            if name not in SHIPPED_REFERENCE:
-                patch(ref, name, _recorder(table, f"reference.{fn.__name__}", fn))
+    students = _load_answers()
+    table = {}
+    course = course_answers()
+    recording, table[stored.LISTING] = _recording(table, course)
+    with registry.using(recording):
         for key, ex in EXERCISES.items():
-            fn = ex.reference
-            if functions.get(fn.__name__) is not fn:
-                raise BundleError(f"{key}: its reference is not a function of grader.answers.reference")
-            patch(ex, "reference", _recorder(table, f"reference.{fn.__name__}", fn))
-        for name in STORED_DIAGNOSIS:
-            patch(diagnosis, name, _recorder(table, f"diagnosis.{name}", getattr(diagnosis, name)))
-        originals = {}
-        names = _mistake_names()
-        for ex in EXERCISES.values():
-            for m in ex.mistakes:
-                if id(m) not in originals:
-                    originals[id(m)] = m.fn
-                    patch(m, "fn", _recorder(table, names[id(m)], m.fn))
-        answers = _load_answers()
-        for key, ex in EXERCISES.items():
-            students = [answers.CORRECT[key]] + [answers.student_from(key, originals[id(m)])
-                                                 for m in ex.mistakes]
-            for student in students:
+            wrong = [students.student_from(key, m.fn) for m in course.mistakes.get(key, ())]
+            for student in [students.CORRECT[key]] + wrong:
                 for focus in ex.focuses:
                     try:
                         with core._quiet():
@@ -143,88 +131,7 @@ def record():
                             ex.reference(*diagnosis.crop(key, inputs64, L).values())
                         except Exception:
                             pass
-    finally:
-        for obj, attr, old in reversed(undo):
-            if isinstance(obj, mistakes.Mistake):
-                object.__setattr__(obj, attr, old)
-            else:
-                setattr(obj, attr, old)
     return table
-
-
-# --- the bundle's grader ---------------------------------------------------------------
-
-def reference_source():
-    parts = ['"""The student bundle ships no reference implementations: each function below',
-             'returns its output stored for the inputs of the visible checks (grader/checks/stored.py)."""',
-             "import torch", "", "from grader.checks import stored as _stored", "", ""]
-    for name, fn in _reference_functions().items():
-        if name in SHIPPED_REFERENCE:
-            parts += [inspect.getsource(fn), ""]
-        else:
-            parts.append(f"{name} = _stored.function({'reference.' + fn.__name__!r})")
-    return "\n".join(parts) + "\n"
-
-
-def _plain(value):
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return True
-    if isinstance(value, (tuple, list)):
-        return all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
-
-
-def mistakes_source():
-    from grader.answers import mistakes
-
-    names = _mistake_names()
-    parts = ['"""The catalogued mistakes\' names and hints. Their code is not in the student bundle:',
-             'each one\'s output on the visible checks\' inputs is stored (grader/checks/stored.py)."""',
-             "from dataclasses import dataclass", "from typing import Callable", "",
-             "from grader.checks import stored as _stored", "", "",
-             "@dataclass(frozen=True)", "class Mistake:", "    key: str", "    name: str",
-             "    hint: str", "    fn: Callable", "", ""]
-    for attr, value in vars(mistakes).items():
-        if attr.startswith("__") or attr == "Mistake":
-            continue
-        if isinstance(value, tuple) and value and all(isinstance(m, mistakes.Mistake) for m in value):
-            parts.append(f"{attr} = (")
-            parts += [f"    Mistake({m.key!r}, {m.name!r}, {m.hint!r}, _stored.function({names[id(m)]!r}))," for m in value]
-            parts.append(")")
-        elif _plain(value) and not inspect.ismodule(value):
-            parts.append(f"{attr} = {value!r}")
-    return "\n".join(parts) + "\n"
-
-
-def diagnosis_source():
-    """grader/checks/diagnosis.py with the functions that compute attention replaced by lookups."""
-    path = ROOT / "grader" / "checks" / "diagnosis.py"
-    lines = path.read_text().splitlines()
-    tree = ast.parse("\n".join(lines))
-    spans = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in STORED_DIAGNOSIS:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            spans[start] = (node.end_lineno, node.name)
-    missing = set(STORED_DIAGNOSIS) - {n for _, n in spans.values()}
-    if missing:
-        raise BundleError(f"grader/checks/diagnosis.py has no function {sorted(missing)}")
-    out, i = [], 0
-    while i < len(lines):
-        if i + 1 in spans:
-            end, name = spans[i + 1]
-            out.append(f"{name} = _stored.function({'diagnosis.' + name!r})  # not in the student bundle")
-            i = end
-            continue
-        out.append(lines[i])
-        i += 1
-    text = "\n".join(out) + "\n"
-    anchor = "from grader.answers import reference as ref\n"
-    if anchor not in text:
-        raise BundleError("grader/checks/diagnosis.py no longer imports grader.answers.reference as ref")
-    return text.replace(anchor, anchor + "from grader.checks import stored as _stored\n", 1)
 
 
 # --- the rest of the bundle ------------------------------------------------------------
@@ -309,26 +216,39 @@ def _copy(src, dst, pattern="*"):
             shutil.copy2(path, target)
 
 
-def build(dest=DEST):
-    """Write the bundle to dest (replacing it); returns its path."""
+def released_notebooks(assignments=None):
+    """The student notebooks the bundle holds: every one, or those of assignments (names
+    such as 05_scaled_attention), in course order."""
+    available = sorted(p.parent.name for p in (ROOT / "notebooks").glob("*/*.ipynb"))
+    unknown = sorted(set(assignments or ()) - set(available))
+    if unknown:
+        raise BundleError(f"no student notebook for {', '.join(unknown)}; the assignments are "
+                          f"{', '.join(available)}")
+    chosen = sorted(set(assignments)) if assignments else available
+    return [path for name in chosen for path in sorted((ROOT / "notebooks" / name).glob("*.ipynb"))]
+
+
+def build(dest=DEST, assignments=None):
+    """Write the bundle to dest (replacing it), with every student notebook or those of
+    assignments; returns its path."""
     import torch
 
     dest = Path(dest)
+    chosen = released_notebooks(assignments)  # a wrong name stops here, before anything is written
     table = record()
     tmp = dest.with_name(dest.name + ".incoming")
     shutil.rmtree(tmp, ignore_errors=True)
-    _copy(ROOT / "notebooks", tmp / "notebooks", "*/*.ipynb")
+    for path in chosen:
+        (tmp / "notebooks" / path.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, tmp / "notebooks" / path.parent.name / path.name)
     _copy(ROOT / "notebook_helpers", tmp / "notebook_helpers", "*.py")
     _copy(ROOT / "data" / "references", tmp / "data" / "references", "*.pt")
     shutil.copy2(ROOT / "data" / "corpus.txt", tmp / "data" / "corpus.txt")
     torch.save(table, tmp / "data" / stored.TABLE)
-    pkg = tmp / "grader"
-    for name in STUDENT_MODULES:
-        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / "grader" / name, pkg / name)
-    (pkg / "answers" / "reference.py").write_text(reference_source())
-    (pkg / "answers" / "mistakes.py").write_text(mistakes_source())
-    (pkg / "checks" / "diagnosis.py").write_text(diagnosis_source())
+    for name in student_files():
+        target = tmp / "grader" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "grader" / name, target)
     (tmp / "requirements.txt").write_text(_requirements())
     (tmp / "Makefile").write_text(MAKEFILE)
     for name in ("install.mk", "requirements.lock"):  # installed exactly as the course is
@@ -344,8 +264,14 @@ def build(dest=DEST):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=DEST)
+    parser.add_argument("--assignments", nargs="*", default=[],
+                        help="only these notebooks (the ones released so far); default: all")
     args = parser.parse_args(argv)
-    dest = build(args.dest)
+    names = [n for arg in args.assignments for n in arg.replace(",", " ").split()]
+    try:
+        dest = build(args.dest, names)
+    except BundleError as err:
+        raise SystemExit(f"student bundle: {err}") from None
     files = [p for p in dest.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files) / 2**20
     print(f"student bundle: {dest} ({len(files)} files, {size:.1f} MiB); `make lab` there opens it")

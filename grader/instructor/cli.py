@@ -18,16 +18,16 @@ import os
 from pathlib import Path
 
 from grader.instructor import late
-from grader.grading import layout as pipeline
+from grader.grading import layout
 
 
 def _api(root, **settings):
-    config = pipeline.load_config(root)
+    config = layout.load_config(root)
     config.Application.log_level = "WARNING"
     for key, value in settings.items():
         section, name = key.split(".")
         setattr(getattr(config, section), name, value)
-    return pipeline.nbgrader_api(config)
+    return layout.nbgrader_api(config)
 
 
 def ensure_exchange(root):
@@ -41,7 +41,7 @@ def ensure_exchange(root):
 
 
 def _chosen(root, assignment):
-    names = pipeline.assignments(root)
+    names = layout.assignments(root)
     if assignment and assignment not in names:
         raise SystemExit(f"unknown assignment {assignment!r}: use one of {', '.join(names)}")
     return [assignment] if assignment else names
@@ -51,7 +51,7 @@ def release_exchange(root, assignment=None, force=False):
     """nbgrader release_assignment for every assignment (or one) into the exchange."""
     root = Path(root)
     ensure_exchange(root)
-    config = pipeline.load_config(root)
+    config = layout.load_config(root)
     api = _api(root, **{"ExchangeReleaseAssignment.force": True} if force else {})
     released = api.get_released_assignments()
     course = config.CourseDirectory.course_id
@@ -123,8 +123,8 @@ def feedback(root):
     from nbgrader.api import Gradebook
 
     root = Path(root)
-    config = pipeline.load_config(root)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    config = layout.load_config(root)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         late.apply(gb, config)
         graded = sorted((sub.student.id, a.name) for a in gb.assignments
                         for sub in gb.assignment_submissions(a.name))
@@ -161,8 +161,23 @@ def export(root, csv_path=None, report_dir=None):
     return result["grades"], result["report"]
 
 
+def import_extensions(root, csv_path):
+    """Store the CSV's extensions, then apply the late policy again to what they change."""
+    from nbgrader.api import Gradebook
+
+    from grader.instructor import extensions
+
+    store, config = extensions.import_csv(root, csv_path)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+        changed = late.apply(gb, config)
+    for student, assignment, notebook, old, new in changed:
+        print(f"  {student} / {assignment} / {notebook}: late penalty {old or 0:g} -> {new or 0:g} in the gradebook")
+    print(f"extensions: {len(store)} in {extensions.STORE}; {len(changed)} penalty(ies) changed in the gradebook")
+    return store
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grader.instructor", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["release-exchange", "roster", "collect", "feedback",
                                             "release-feedback", "export", "extensions"])
     parser.add_argument("csv", nargs="?", help="roster, extensions: the CSV file")
@@ -170,7 +185,7 @@ def main(argv=None):
     parser.add_argument("--times", default=None, help="collect --zip: the LMS's submission times (CSV)")
     parser.add_argument("--assignment", default=None)
     parser.add_argument("--force", action="store_true", help="release-exchange: replace a released assignment")
-    parser.add_argument("--root", default=str(pipeline.ROOT))
+    parser.add_argument("--root", default=str(layout.ROOT))
     args = parser.parse_args(argv)
     assignment = args.assignment or None
     if args.command == "release-exchange":
@@ -183,8 +198,7 @@ def main(argv=None):
     elif args.command == "extensions":
         if not args.csv:
             raise SystemExit("extensions needs a CSV file: make extensions CSV=extensions.csv")
-        from grader.instructor import extensions
-        extensions.import_csv(args.root, args.csv)
+        import_extensions(args.root, args.csv)
     elif args.command == "collect":
         collect(args.root, args.zip or None, assignment, args.times or None)
     elif args.command == "feedback":

@@ -156,16 +156,18 @@ def read_rows(path, assignments):
 
 
 def import_csv(root, csv_path):
-    """Check the CSV, then store its extensions; prints each one with the new due date."""
+    """Check the CSV, then store its extensions; prints each one with the new due date.
+    Returns the extensions stored and the course's config (the late policy then applies
+    them: grader.instructor.cli.import_extensions)."""
     from nbgrader.api import Gradebook
 
-    from grader.grading import layout as pipeline
+    from grader.grading import layout
 
     root = Path(root)
-    rows = read_rows(csv_path, pipeline.assignments(root))
-    config = pipeline.load_config(root)
-    pipeline.ensure_gradebook(root, config)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    rows = read_rows(csv_path, layout.assignments(root))
+    config = layout.load_config(root)
+    layout.ensure_gradebook(root, config)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         students = {s.id for s in gb.students}
         dues = {a.name: a.duedate for a in gb.assignments}
     store = load(root)
@@ -181,11 +183,4 @@ def import_csv(root, csv_path):
         unknown = "" if ext.student in students else " (not in the gradebook yet: check the id)"
         print(f"  {ext.student} / {ext.assignment}: {ext.describe(due)}{note}{unknown}")
     save(root, store)
-    from grader.instructor import late
-
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
-        changed = late.apply(gb, config)
-    for student, assignment, notebook, old, new in changed:
-        print(f"  {student} / {assignment} / {notebook}: late penalty {old or 0:g} -> {new or 0:g} in the gradebook")
-    print(f"extensions: {len(store)} in {STORE}; {len(changed)} penalty(ies) changed in the gradebook")
-    return store
+    return store, config

@@ -140,8 +140,8 @@ def policy(config):
 
 def apply(gradebook, config, assignment=None, student=None):
     """Write the policy's penalty for each submitted notebook's current score into the
-    gradebook (nbgrader fixes the penalty when it autogrades; a verified score, a manual
-    grade or extra credit given later changes the score it applies to).
+    gradebook (nbgrader fixes the penalty when it autogrades; a manual grade or extra
+    credit given later changes the score it applies to).
 
     Returns the (student, assignment, notebook, old, new) that changed."""
     rule = policy(config)

@@ -52,7 +52,7 @@ from traitlets import Bool, Enum, Unicode
 from traitlets.config import Configurable
 
 from grader.instructor import submission_times
-from grader.grading import layout as pipeline
+from grader.grading import layout
 from grader.instructor.submission_times import name_key
 
 NOTEBOOK = ".ipynb"
@@ -274,7 +274,7 @@ def safe_student_id(student):
 def load_roster(root, config):
     from nbgrader.api import Gradebook
 
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         return Roster([{"id": s.id, "first_name": s.first_name, "last_name": s.last_name,
                         "lms_user_id": s.lms_user_id} for s in gb.students])
 
@@ -282,7 +282,7 @@ def load_roster(root, config):
 def due_date(root, config, assignment):
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         try:
             return gb.find_assignment(assignment).duedate
         except MissingEntry:
@@ -421,9 +421,9 @@ def collect(root, zip_path, assignment, config=None, times_path=None):
     returns the Result (also printed)."""
     root = Path(root)
     zip_path = Path(zip_path)
-    config = config or pipeline.load_config(root)
-    if assignment not in pipeline.assignments(root):
-        raise SystemExit(f"unknown assignment {assignment!r}: use one of {', '.join(pipeline.assignments(root))}")
+    config = config or layout.load_config(root)
+    if assignment not in layout.assignments(root):
+        raise SystemExit(f"unknown assignment {assignment!r}: use one of {', '.join(layout.assignments(root))}")
     if not zip_path.is_file():
         raise SystemExit(f"no such file: {zip_path}")
     if not zipfile.is_zipfile(zip_path):
@@ -435,7 +435,7 @@ def collect(root, zip_path, assignment, config=None, times_path=None):
     except Exception:
         raise SystemExit(f"c.LmsCollect.timezone = {settings.timezone!r} is not a time zone (e.g. 'UTC', 'Europe/Berlin')")
     times = submission_times.read(times_path, settings.timezone) if times_path else None
-    notebooks = [f"{n}{NOTEBOOK}" for n in pipeline.expected_notebooks(root, assignment)]
+    notebooks = [f"{n}{NOTEBOOK}" for n in layout.expected_notebooks(root, assignment)]
     due = due_date(root, config, assignment)
     roster = load_roster(root, config)
 
@@ -497,8 +497,8 @@ def guess_assignment(root, zip_path):
     with zipfile.ZipFile(zip_path) as archive:
         names = list(members(archive)[0])
     hits = {}
-    for assignment in pipeline.assignments(root):
-        notebooks = [f"{n}{NOTEBOOK}" for n in pipeline.expected_notebooks(root, assignment)]
+    for assignment in layout.assignments(root):
+        notebooks = [f"{n}{NOTEBOOK}" for n in layout.expected_notebooks(root, assignment)]
         found = [parse(name, notebooks)[0] for name in names]
         hits[assignment] = sum(1 for f in found if f and f.notebook in notebooks)
     best = sorted((n, a) for a, n in hits.items() if n)

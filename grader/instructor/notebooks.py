@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.grading.layout import ROOT, assignments, load_config, nbgrader_api
+from grader.grading.layout import ROOT, assignments, generate, load_config
 
 SOURCE = "solutions"
 RELEASE = "notebooks"
@@ -31,24 +31,6 @@ def execute(path, timeout=120):
                    resources={"metadata": {"path": str(Path(path).parent)}}).execute()
     nbformat.write(nb, path)
     return nb
-
-
-def generate(root=ROOT, names=None, log_level="WARNING"):
-    """nbgrader generate_assignment for each assignment, into <root>/notebooks/."""
-    config = load_config(root)
-    config.GenerateAssignment.force = True
-    config.Application.log_level = log_level
-    api = nbgrader_api(config)
-    failures = {}
-    for name in names or assignments(root):
-        result = api.generate_assignment(name, force=True, create=True)
-        if not result["success"]:
-            failures[name] = result["error"] or result["log"]
-    if failures:
-        raise RuntimeError("generate_assignment failed:\n" + "\n".join(
-            f"{k}: {v}" for k, v in failures.items()))
-    # nbgrader leaves its gradebook behind; the release itself is what we keep.
-    return [Path(root) / RELEASE / n for n in names or assignments(root)]
 
 
 def validate(path, invert=False):

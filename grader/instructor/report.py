@@ -2,8 +2,9 @@
 
     python -m grader.instructor export       # or: make export
 
-Every score comes from the gradebook (nbgrader.api.Gradebook): the autograded and verified
-score, a manual grade or extra credit given in the formgrader, and the late penalty that
+Every score comes from the gradebook (nbgrader.api.Gradebook): the autograded score (from
+the checks, which run outside the student's kernel), a manual grade or extra credit given
+in the formgrader, and the late penalty that
 the course's policy (grader.instructor.late) gives for that score, written back to the gradebook
 first so that the formgrader, feedback and these files agree.
 
@@ -44,7 +45,7 @@ from traitlets import Dict, Float
 from traitlets.config import Configurable
 
 from grader.instructor import extensions, late, lms, roster
-from grader.grading import layout as pipeline
+from grader.grading import layout
 
 GRADED, MISSING, ATTENTION, PENDING = "graded", "missing", "needs_attention", "not_graded_yet"
 NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
@@ -196,12 +197,12 @@ def gather(root, config=None, now=None):
     from nbgrader.api import Gradebook
 
     root = Path(root)
-    config = config or pipeline.load_config(root)
+    config = config or layout.load_config(root)
     settings = GradeReport(config=config)
     now = now or datetime.datetime.utcnow()
     status = read_status(root)
     granted = extensions.load(root)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         students = _students(root, gb, status)
         rows, counted, not_counted = [], [], []
         for a in sorted(gb.assignments, key=lambda a: a.name):
@@ -552,8 +553,8 @@ def sections(table):
                 [[s, f"{score_text(t['points'])} / {score_text(t['possible'])}", _pct(t["percent"]), t["missing"],
                   "; ".join(f"{n} ({k})" for n, k in names) or "none named"] for s, t, names in found["struggling"]],
                 None))
-    out.append(("Flagged", ["Scores come from verification outside the student's kernel. These graded "
-                            "submissions got a different result inside the kernel, did something no answer "
+    out.append(("Flagged", ["Scores come from the checks, which run outside the student's kernel. These graded "
+                            "submissions changed a cell they were given, did something no answer "
                             "needs, or wait for a manual grade."] + ([] if found["flagged"] else ["Nothing flagged."]),
                 ["student", "assignment", "flag"] if found["flagged"] else None,
                 [[r.student, r.assignment, flag] for r in found["flagged"] for flag in r.flags], None))
@@ -612,9 +613,9 @@ def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):
     from nbgrader.api import Gradebook
 
     root = Path(root)
-    config = pipeline.load_config(root)
-    pipeline.ensure_gradebook(root, config)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    config = layout.load_config(root)
+    layout.ensure_gradebook(root, config)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         changed = late.apply(gb, config)
     table = gather(root, config)
     csv_path = Path(csv_path or root / "grades.csv")

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from grader.instructor.csvfile import read_csv
-from grader.grading import layout as pipeline
+from grader.grading import layout
 from grader.instructor.lms import safe_student_id
 
 COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")
@@ -112,7 +112,7 @@ def import_roster(root, csv_path):
     """Check the roster, then `nbgrader db student import` it; prints who is new."""
     root = Path(root)
     rows = read_rows(csv_path)
-    config = pipeline.load_config(root)
+    config = layout.load_config(root)
     before = set(student_ids(root, config))
     columns = [c for c in COLUMNS if any(c in r for r in rows)]
     with tempfile.NamedTemporaryFile("w", suffix=".csv", newline="", delete=False) as tmp:
@@ -140,6 +140,6 @@ def import_roster(root, csv_path):
 def student_ids(root, config=None):
     from nbgrader.api import Gradebook
 
-    config = config or pipeline.load_config(root)
-    with Gradebook(pipeline.db_url(root), config.CourseDirectory.course_id) as gb:
+    config = config or layout.load_config(root)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         return sorted(s.id for s in gb.students)

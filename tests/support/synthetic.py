@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.grading import layout as pipeline
+from grader.grading import layout
 
 
 def _solution_code(root, assignment, notebook):
@@ -124,7 +124,7 @@ def make_submission(root, student, assignment, variant):
     folder = Path(root) / "submitted" / student / assignment
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    for notebook in pipeline.expected_notebooks(root, assignment):
+    for notebook in layout.expected_notebooks(root, assignment):
         path = folder / f"{notebook}.ipynb"
         if variant in FILE_VARIANTS:
             FILE_VARIANTS[variant](path)
@@ -133,7 +133,7 @@ def make_submission(root, student, assignment, variant):
     return folder
 
 
-def make_course(dest, source_root=pipeline.ROOT):
+def make_course(dest, source_root=layout.ROOT):
     """A copy of the course (solutions, release, config) to grade in, without students."""
     dest = Path(dest)
     for name in ("solutions", "notebooks"):
@@ -180,7 +180,7 @@ ATTACKS = {
         "    import glob\n"
         "    cases = {}\n"
         "    try:\n"
-        "        from grader import fixtures\n"
+        "        from grader.checks import fixed as fixtures\n"
         "        cases = fixtures.load('scaled_dot_product_attention')\n"
         "    except Exception:\n"
         "        for path in glob.glob('/work/*/data/references/scaled_dot_product_attention.pt') + glob.glob('/tmp/*/data/references/*.pt'):\n"
@@ -400,6 +400,20 @@ HONEST_VARIANTS = {
     "duplicated_solution_cell": _notebook_edit(_duplicate("solution")),
     "duplicated_test_cell": _notebook_edit(_duplicate("grade")),
     "solution_as_markdown": _notebook_edit(_to_markdown),
+    "crlf": _solution((_SDPA + _BODY).replace("\n", "\r\n")),
+    "non_ascii_names": _solution(
+        _SDPA + "    größe = q.shape[-1]\n    注意 = q @ k.transpose(-2, -1) * größe ** -0.5\n"
+        "    if mask is not None:\n        注意 = 注意.masked_fill(mask, float('-inf'))\n"
+        "    return torch.softmax(注意, dim=-1) @ v\n"),
+    "stale_outputs": _notebook_edit(_stale_outputs),
+    "prints_passed": _solution(_SDPA + "    print('\\u2713 my own test passed')\n" + _BODY),
+}
+
+
+# Answers that differ only in how the function is written: they exercise what a check
+# accepts, not the notebook's grading, and are checked through grader.checks.core directly
+# (tests/test_honest_answers.py) rather than graded one sandbox each.
+HONEST_ANSWERS = {
     "einsum": _solution(
         _SDPA + "    wei = torch.einsum('bqh,bkh->bqk', q, k) / q.shape[-1] ** 0.5\n"
         "    if mask is not None:\n        wei = wei.masked_fill(mask, float('-inf'))\n"
@@ -417,22 +431,16 @@ HONEST_VARIANTS = {
     "float64_inside": _solution(
         _SDPA + "    dtype = q.dtype\n    q, k, v = q.double(), k.double(), v.double()\n"
         + _BODY.replace("    return torch.softmax(wei, dim=-1) @ v\n", "    return (torch.softmax(wei, dim=-1) @ v).to(dtype)\n")),
-    "crlf": _solution((_SDPA + _BODY).replace("\n", "\r\n")),
-    "non_ascii_names": _solution(
-        _SDPA + "    größe = q.shape[-1]\n    注意 = q @ k.transpose(-2, -1) * größe ** -0.5\n"
-        "    if mask is not None:\n        注意 = 注意.masked_fill(mask, float('-inf'))\n"
-        "    return torch.softmax(注意, dim=-1) @ v\n"),
-    "stale_outputs": _notebook_edit(_stale_outputs),
-    "prints_passed": _solution(_SDPA + "    print('\\u2713 my own test passed')\n" + _BODY),
 }
+HONEST = {**HONEST_VARIANTS, **HONEST_ANSWERS}
 
 
 def make_honest(root, student, variant, assignment="05_scaled_attention", nbformat_minor=None):
-    """A correct answer written another way (see HONEST_VARIANTS)."""
+    """A correct answer written another way (see HONEST)."""
     folder = Path(root) / "submitted" / student / assignment
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    nb = HONEST_VARIANTS[variant](root, assignment, assignment)
+    nb = HONEST[variant](root, assignment, assignment)
     if nbformat_minor is not None:
         nb = nbformat.convert(nb, 4)
         nb.nbformat_minor = nbformat_minor
@@ -440,4 +448,30 @@ def make_honest(root, student, variant, assignment="05_scaled_attention", nbform
             if nbformat_minor < 5:
                 cell.pop("id", None)
     nbformat.write(nb, folder / f"{assignment}.ipynb")
+    return folder
+
+
+# --- classmates that attack the machine (notebook 05): a correct submission with one more
+# cell after its first code cell; graded only where each sandbox has a cgroup of its own
+# (memory_spread: 8 x 600 MB, more than a sandbox's 4 GiB) --
+
+RESOURCE_HOGS = {
+    "spinners": "import subprocess\n"
+                "spinners = [subprocess.Popen(['/bin/sh', '-c', 'while :; do :; done']) for _ in range(120)]",
+    "memory_spread": "import subprocess, sys\n"
+                     "code = \"x = bytearray(600 * 2**20); x[::4096] = b'1' * len(x[::4096]); "
+                     "import time; time.sleep(600)\"\n"
+                     "hogs = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(8)]",
+    "fork_bomb": "import os\nwhile True:\n    os.fork()",
+}
+
+
+def make_hog(root, student, hog, assignment="05_scaled_attention"):
+    """A correct submission with RESOURCE_HOGS[hog] in a cell of its own after the first code cell."""
+    folder = make_submission(root, student, assignment, "correct")
+    path = folder / f"{assignment}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first + 1, nbformat.v4.new_code_cell(RESOURCE_HOGS[hog]))
+    nbformat.write(nb, path)
     return folder

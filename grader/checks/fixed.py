@@ -1,0 +1,20 @@
+"""The visible checks' fixed inputs and expected outputs, read from data/references/
+(written by `make references`, grader/answers/fixtures.py)."""
+import os
+from pathlib import Path
+
+DATA_ENV = "COURSE_REFERENCES"
+REFERENCES_DIR = Path(__file__).resolve().parents[2] / "data" / "references"
+
+
+def references_dir():
+    return Path(os.environ.get(DATA_ENV, REFERENCES_DIR))
+
+
+def load(key, directory=None):
+    import torch
+
+    path = Path(directory or references_dir()) / f"{key}.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"reference file {path} is missing: run `make references`")
+    return torch.load(path, map_location="cpu", weights_only=True)
