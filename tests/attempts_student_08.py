@@ -886,9 +886,9 @@ class CachedSelfAttention(nn.Module):
         out = (wei @ self.v_cache).transpose(1, 2).reshape(B, T_new, H * D)
         return self.proj(out)
 '''),
-    dict(id='C23', exercise='CachedSelfAttention', kind='wrong', check='values', learner='passing', verdict='named',
+    dict(id='C23', exercise='CachedSelfAttention', kind='wrong', check='values', learner='passing', verdict='generic',
          idea='mask only for multi-token chunks, aligned as if the cache were empty',
-         expect=['chunk_mask_from_zero'], phrase='the mask of a chunk placed as if the cache were empty',
+         expect=[], phrase='',  # caught (a chunk after the prompt), its cause not named
          code='''
 class CachedSelfAttention(nn.Module):
     """Causal multi-head attention that remembers past keys and values: (B, T_new, C) -> (B, T_new, C)."""

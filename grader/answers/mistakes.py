@@ -702,7 +702,7 @@ ONLINE_SOFTMAX = (
 
 def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=False,
            rescale_sum=True, rescale_out=True, normalise=True, scale=True, partial=True,
-           start=float("-inf"), running=True):
+           start=float("-inf")):
     T, head_size = q.shape[-2], q.shape[-1]
     factor = head_size**-0.5 if scale is True else 1.0 if scale is False else scale
     out = torch.zeros_like(q)  # (B, n_heads, T, head_size)
@@ -734,7 +734,7 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 l = l * a + p.sum(-1, keepdim=True) * b
                 acc = acc * a + (p @ v[..., j0:j1, :]) * b
             else:
-                m_new = torch.maximum(m, s.amax(-1, keepdim=True)) if running else s.amax(-1, keepdim=True)
+                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
                 alpha = torch.exp(m - m_new)
                 p = torch.exp(s - m_new)
                 l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
@@ -781,10 +781,6 @@ TILED_ATTENTION = (
             "the key tile that holds the query tile's own positions must be visited too (with the causal "
             "mask): loop j0 while j0 < i1, the end of the query tile, not i0.",
             lambda *a: _tiled(*a, skip_future="diagonal")),
-    Mistake("maximum_not_running", "the maximum taken over the current tile only",
-            "m must be the maximum of every score seen so far: m_new = torch.maximum(m, tile maximum); "
-            "a tile whose scores are all lower would otherwise blow up exp(m - m_new).",
-            lambda *a: _tiled(*a, running=False)),
     Mistake("scale_by_tile_size", "scores scaled by tile_size ** -0.5",
             "the scale belongs to the dot products of length head_size: head_size ** -0.5, whatever the tile.",
             lambda *a: _tiled(*a, scale=a[3] ** -0.5)),
@@ -829,7 +825,6 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
         rows = torch.arange(n, device=x.device).view(-1, 1)
         cols = torch.arange(L, device=x.device).view(1, -1)
         hide = {"bottom_right": cols > rows + (L - n) + offset, "top_left": cols > rows,
-                "top_left_chunks": (cols > rows) & (n > 1),
                 "none": torch.zeros(n, L, dtype=torch.bool, device=x.device)}[align]
         factor = q.shape[-1] ** -0.5 if scale is True else 1.0 if scale is False else scale
         wei = q @ (keys if keys_from == "cache" else k).mT * factor
@@ -880,10 +875,6 @@ CACHED_ATTENTION = (
     Mistake("no_mask_in_chunk", "no causal mask among the new tokens",
             "when several tokens arrive at once (the prompt), each may only see the ones before it.",
             lambda *a: _cache(*a, align="none")),
-    Mistake("chunk_mask_from_zero", "the mask of a chunk placed as if the cache were empty",
-            "a chunk of T_new tokens arriving after L - T_new cached ones: query i sits at position "
-            "L - T_new + i and may see keys 0..L - T_new + i, every cached key included.",
-            lambda *a: _cache(*a, align="top_left_chunks")),
     Mistake("mask_off_by_one", "the causal mask shifted by one: each new token sees the next key too",
             "query i of T_new sits at position L - T_new + i (counted from 0): hide the keys after "
             "that position, key > L - T_new + i.", lambda *a: _cache(*a, offset=1)),
