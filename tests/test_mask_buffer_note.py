@@ -54,3 +54,22 @@ def test_the_buffer_the_text_asks_for_gets_no_note(capsys):
 def test_an_encoder_head_needs_no_mask(capsys):
     out = shown(capsys, HeadMaskInForward, "encoder")
     assert out.startswith("\u2713") and "note" not in out, out
+
+
+class HeadWithTrilBuffer(HeadMaskInForward):
+    """The buffer under another name, as many write it (a lower-triangular matrix of ones)."""
+    def __init__(self, C, head_size, block_size, causal=True):
+        super().__init__(C, head_size, block_size, causal)
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+
+    def forward(self, x):
+        T = x.shape[1]
+        wei = self.query(x) @ self.key(x).mT  # (B, T, T)
+        if self.causal:
+            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+        return torch.softmax(wei, dim=-1) @ self.value(x)  # (B, T, head_size)
+
+
+def test_a_buffer_under_another_name_gets_no_note(capsys):
+    out = shown(capsys, HeadWithTrilBuffer, "causal")
+    assert out.startswith("\u2713") and "note" not in out, out

@@ -279,10 +279,10 @@ def mask_buffer_note(key, inputs, facts):
     if key != "head" or not inputs.get("causal"):
         return None
     mod = (facts() or {}).get("module")
-    if not mod or any(name.split(".")[-1] == "mask" for name, _ in mod.get("buffers", ())):
+    if not mod or mod.get("buffers"):  # a registered buffer under any name (mask, tril, ...)
         return None
-    return ("note: Head has no mask buffer; the text asks for one, registered once in __init__ "
-            "(self.register_buffer(\"mask\", ...)), instead of a mask built in forward on every call.")
+    return ("note: Head registers no mask buffer; the text asks for one, registered once in __init__ "
+            "(self.register_buffer(...)), instead of a mask built in forward on every call.")
 
 
 # --- input mutation ----------------------------------------------------------------------

@@ -831,6 +831,9 @@ def _draw_cache(gen, case, d):
     if case == "main":  # past the cache's size
         T = _bump(block_size + 5, taken | {prompt})
         chunks = [prompt] + [1] * (T - prompt)
+        if prompt == 1:  # every size below block_size taken: a chunk of several tokens after it
+            n = next((m for m in range(2, block_size - 1) if m not in taken | {T}), 2)
+            chunks = [1, n] + [1] * (T - 1 - n)  # (a mask or a head split needs two new tokens to show)
     else:  # within it: after the prompt, a chunk of several tokens into a non-empty cache
         T = block_size - 1
         n = 2  # the chunk's size, no other size either
