@@ -12,4 +12,4 @@ def course_answers():
 
     functions = {name: fn for name, fn in vars(reference).items()
                  if inspect.isfunction(fn) and fn.__module__ == reference.__name__}
-    return Answers(reference=functions, mistakes=mistakes.BY_EXERCISE, knobs={"forward": knobs.forward, "generate": mistakes._generate})
+    return Answers(reference=functions, mistakes=mistakes.BY_EXERCISE, knobs={"forward": knobs.forward, "generate": knobs.generate_with_knobs})
