@@ -530,6 +530,42 @@ def test_head_size_widget_follows_its_slider_and_checkbox(ui, lab):
     assert len(charts) == 6, "every setting should draw a different chart"
 
 
+def test_text_generator_widget_follows_its_temperature(ui, lab):
+    """07's writer on a solved copy: each temperature redraws the chart and samples again
+    (how long an update takes is in test-artifacts/browser/steps.tsv)."""
+    src = lab.course / "solutions" / "07_transformer_block" / "07_transformer_block.ipynb"
+    dest = lab.course / "work" / "07_transformer_block" / "07_transformer_block-solved.ipynb"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, dest)
+    with ui.step("open the solved 07"):
+        ui.open_notebook(dest.relative_to(lab.course).as_posix())
+    with ui.step("run all"):
+        ui.run_all()
+        widget = _widget(ui, "TextGenerator(")
+        line, chart = _settle(ui, widget, "temperature 0.80", None, "initial chart")
+    label = widget.locator(".widget-slider .widget-label").first
+    assert label.inner_text() == "temperature"
+    assert label.evaluate("el => el.scrollWidth <= el.clientWidth"), "the slider's label is cut"
+    handle = widget.locator(".noUi-handle")
+    texts, largest = {_text(widget)}, {}
+    for keys, temperature in ((["ArrowRight"], "0.85"), (["End"], "3.00"), (["Home"], "0.05")):
+        with ui.step(f"temperature {temperature} by keyboard"):
+            handle.focus()
+            for key in keys:
+                ui.page.keyboard.press(key)
+            line, chart = _settle(ui, widget, f"temperature {temperature}", chart,
+                                  f"temperature {temperature}")
+            texts.add(_text(widget))
+            largest[temperature] = _number(line, "largest probability")
+    assert all(text.startswith("The tide ") and len(text) > 100 for text in texts), texts
+    assert len(texts) >= 3, "new temperatures should sample new text"
+    assert largest["0.05"] > largest["0.85"] > largest["3.00"], largest  # sharper when colder
+
+
+def _text(widget):
+    return widget.locator(".widget-html-content pre").inner_text()
+
+
 # --- what an instructor sees -----------------------------------------------------------
 
 def test_formgrader_releases_and_the_assignment_list_shows_the_course(ui, lab):

@@ -56,8 +56,9 @@ def _given_functions(names):
     """Source of the named top-level functions of grader/answers/reference.py, and its imports."""
     source = (GRADER_DIR / "answers" / "reference.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
-    imports = [ast.get_source_segment(source, node) for node in tree.body
-               if isinstance(node, (ast.Import, ast.ImportFrom))]
+    imports = [ast.get_source_segment(source, node) for node in tree.body  # not grader's own:
+               if isinstance(node, ast.Import)                              # the stub has none of it
+               or isinstance(node, ast.ImportFrom) and not (node.module or "").startswith("grader")]
     found = {node.name: ast.get_source_segment(source, node) for node in tree.body
              if isinstance(node, ast.FunctionDef) and node.name in names}
     missing = sorted(set(names) - set(found))
