@@ -536,7 +536,11 @@ def test_text_generator_widget_follows_its_temperature(ui, lab):
     src = lab.course / "solutions" / "07_transformer_block" / "07_transformer_block.ipynb"
     dest = lab.course / "work" / "07_transformer_block" / "07_transformer_block-solved.ipynb"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(src, dest)
+    nb = nbformat.read(src, as_version=4)
+    for cell in nb.cells:  # as a student's copy before its first run: no counts, no outputs
+        if cell.cell_type == "code":
+            cell.execution_count, cell.outputs = None, []
+    nbformat.write(nb, dest)
     with ui.step("open the solved 07"):
         ui.open_notebook(dest.relative_to(lab.course).as_posix())
     with ui.step("run all"):
