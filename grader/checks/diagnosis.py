@@ -1061,12 +1061,10 @@ def _tensor_truth(m, ctx):
         return Finding("python_max", f"Python's {name}() on tensors",
                        f"{name}(a, b) asks whether a > b as one True/False; for an elementwise "
                        f"{'maximum' if name == 'max' else 'minimum'} use torch.{name}imum(a, b).")
-    if ctx.key in LATER:  # these exercises take no optional argument to test with `is not None`
-        return Finding("tensor_truth", "a tensor used as a True/False condition",
-                       "if, and, or, not (and Python's max/min) need one True/False: compare "
-                       "tensors elementwise with torch.where, torch.maximum or &, |.")
-    return Finding("tensor_truth", "a tensor used as a True/False condition",
-                   "to ask whether an argument was given, test `if mask is not None:`.")
+    hint = ("if, and, or, not (and Python's max/min) need one True/False: compare tensors "
+            "elementwise with torch.where, torch.maximum or &, |." if ctx.key in LATER  # no optional argument
+            else "to ask whether an argument was given, test `if mask is not None:`.")
+    return Finding("tensor_truth", "a tensor used as a True/False condition", hint)
 
 
 def _fixed(key, name, hint):
