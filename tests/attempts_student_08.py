@@ -1566,7 +1566,7 @@ def tiled_attention(q, k, v, tile_size):
 '''),
     dict(id='T05', exercise='tiled_attention', kind='wrong', check='output', learner='misleading', verdict='named',
          idea='query loop stops early: last (partial) tile never computed',
-         expect=['unwritten', 'last_tile_dropped'], phrase='never written',
+         expect=['unwritten', 'last_tile_dropped'], phrase=['never written', 'last, shorter tile left out'],
          code='''
 def tiled_attention(q, k, v, tile_size):
     """Causal attention computed tile by tile, never forming the (T, T) scores."""

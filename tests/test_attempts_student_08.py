@@ -51,7 +51,8 @@ def verdict(attempt):
     if any(finding and finding not in expect for _, finding, _ in failed):
         return "misleading"
     _, finding, message = failed[0]
-    if attempt["phrase"] and attempt["phrase"] in message and (finding is None or finding in expect):
+    phrases = attempt["phrase"] if isinstance(attempt["phrase"], list) else [attempt["phrase"]]  # one per finding
+    if any(p and p in message for p in phrases) and (finding is None or finding in expect):
         return "named"
     return "generic"
 
