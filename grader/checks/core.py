@@ -446,7 +446,10 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
     """The catalogued mistake that reproduces this output (or this exception), if any;
     else, with analyse, what grader.checks.diagnosis infers from the output, the expected output
     and the facts about the student's code (a Finding), or None."""
-    for mistake in exercise.mistakes:
+    # a NameError (the student's object, or a name inside it, not defined) is raised by no
+    # catalogued mistake: running the catalogue to match it would only cost time
+    unmatchable = actual is None and error is not None and _error_type(error) == "NameError"
+    for mistake in () if unmatchable else exercise.mistakes:
         try:
             with _quiet():
                 guess = mistake.fn(*inputs64.values())
