@@ -31,21 +31,15 @@ that runs next to the student's.
 import itertools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional
 
 import torch
 
 from grader.checks import registry
 from grader.checks.masks import causal_mask
 
-ATTENTION = ("head", "scaled_dot_product_attention", "multi_head_attention",
-             "batched_multi_head_attention")
-WEIGHTS = ("masked_softmax", "causal_weights")
-BAG = ("bag_of_words_loop", "bag_of_words_matmul")
-MHA = ("multi_head_attention", "batched_multi_head_attention")
 SIZE_NAMES = ("B", "T", "C", "head_size", "n_heads", "block_size")
-# notebooks 07 and 08: their inputs are laid out differently (see grader.checks.exercises)
-LATER = ("block", "gpt", "generate", "online_softmax", "tiled_attention", "cached_attention")
 
 
 @dataclass(frozen=True)
@@ -56,57 +50,44 @@ class Finding:
     hint: str
 
 
+@dataclass(frozen=True)
+class Scale:
+    """The factor an exercise's scores are multiplied by, and how its findings say it."""
+    factor: Callable  # factor(sizes) -> the right factor
+    said: str  # "use {said}; here ..." after a listed wrong scale
+    fitted: str  # "use {fitted}, computed from the inputs" after a fitted one
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What the diagnosis knows of one exercise (an Exercise holds it). Every hook is
+    optional: one left out leaves its finding out, and the check's message comes plain."""
+    sizes: Optional[Callable] = None  # sizes(inputs) -> {course name: size}; None: no analysis
+    crop: Optional[Callable] = None  # crop(inputs, L) -> inputs cut to the first L time steps
+    picture: str = "output"  # the picture's axes (AXES); "ids" are shown whole, never cut
+    reads: Mapping = field(default_factory=dict)  # size name -> where to read it ("x.shape[1]")
+    baselines: Optional[Callable] = None  # baselines(inputs) -> [(description, tensor)]
+    task: str = "see the exercise text"  # what a trivial answer skipped
+    variants: tuple = ()  # families fn(diagnosis, inputs, sizes) -> (Finding, knobs) ...
+    scale: Optional[Scale] = None  # the scores' scale: wrong ones are looked for, and fitted
+    first_finding: Optional[Callable] = None  # fn(inputs, actual, expected, close), before the variants
+    analysis: Optional[Callable] = None  # fn(inputs, actual, expected): replaces the value analysis
+    nonfinite_hint: Optional[Callable] = None  # fn(index) -> hint, NaN/inf at one index of one dim
+    running_max: bool = False  # a running maximum (online softmax, tiles): its own findings
+    given_code: bool = False  # 07 and 08: the student's part sits in given code, with no mask argument
+    passing_note: Optional[Callable] = None  # fn(inputs, facts) -> a note for a passing check, or None
+
+
+PLAIN = Diagnosis()
+
+
 # --- sizes -----------------------------------------------------------------------------
 
-def sizes(key, inputs):
-    """The sizes of a check's inputs, by their course names."""
-    if key == "running_average_weights":
-        return {"T": int(inputs["T"])}
-    if key in BAG:
-        B, T, C = inputs["x"].shape
-        return {"B": B, "T": T, "C": C}
-    if key in WEIGHTS:
-        B, T, _ = inputs["scores"].shape
-        return {"B": B, "T": T}
-    if key == "scaled_dot_product_attention":
-        B, T, hs = inputs["q"].shape
-        return {"B": B, "T": T, "head_size": hs}
-    if key in LATER:
-        return _later_sizes(key, inputs)
-    B, T, C = inputs["x"].shape
-    out = {"B": B, "T": T, "C": C, "block_size": int(inputs["block_size"])}
-    if key == "head":
-        out["head_size"] = inputs["w_query"].shape[0]
-    else:
-        out["n_heads"], out["head_size"] = inputs["w_query"].shape[:2]
-    return out
-
-
-def _later_sizes(key, inputs):
-    if key == "block":
-        B, T, C = inputs["x"].shape
-        nh = int(inputs["n_heads"])
-        return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": C // nh,
-                "block_size": int(inputs["block_size"])}
-    if key == "gpt":
-        B, T = inputs["idx"].shape
-        V, C = inputs["tok"].shape
-        nh = int(inputs["n_heads"])
-        return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": C // nh,
-                "block_size": int(inputs["block_size"]), "vocab_size": V}
-    if key == "generate":
-        return {"B": len(inputs["idx"]), "T": len(inputs["idx"][0]),
-                "vocab_size": int(inputs["model"]["tok"].shape[0]), "block_size": int(inputs["block_size"])}
-    if key == "online_softmax":
-        B, T, N = inputs["scores"].shape
-        return {"B": B, "T": T, "N": N}
-    if key == "tiled_attention":
-        B, nh, T, hs = inputs["q"].shape
-        return {"B": B, "n_heads": nh, "T": T, "head_size": hs, "tile_size": int(inputs["tile_size"])}
-    B, T, C = inputs["x"].shape  # cached_attention
-    nh = int(inputs["n_heads"])
-    return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": inputs["w_query"].shape[0] // nh,
-            "block_size": int(inputs["block_size"]), "prompt": int(inputs["chunks"][0])}
+def sizes(exercise, inputs):
+    """The sizes of a check's inputs, by their course names; None when the exercise does not
+    say them (then nothing is analysed)."""
+    hook = exercise.diagnosis.sizes
+    return hook(inputs) if hook else None
 
 
 def _products(sz):
@@ -161,15 +142,17 @@ def _attrs(facts):
     return set((facts or {}).get("attributes", ()))
 
 
-def _how(key, name):
+def reads(first, **dims):
+    """Diagnosis.reads for sizes read off the input called first: B from dim 0, T from
+    dim 1, C from the last, unless dims says otherwise (T="-2")."""
+    dims = {"B": "0", "T": "1", "C": "-1", **dims}
+    return {name: f"{first}.shape[{d}]" for name, d in dims.items()}
+
+
+def _how(hooks, name):
     """How to read a size from the inputs of this exercise."""
-    first = {"scaled_dot_product_attention": "q", "masked_softmax": "scores",
-             "causal_weights": "scores"}.get(key, "x")
-    dims = {"B": "0", "T": "-2" if first == "scores" else "1", "C": "-1"}
-    if first == "q":
-        dims["head_size"] = "-1"
-    if name in dims and key != "running_average_weights":
-        return f"{name} = {first}.shape[{dims[name]}]"
+    if name in hooks.reads:
+        return f"{name} = {hooks.reads[name]}"
     if name in ("n_heads", "block_size", "head_size"):
         return f"keep {name} from __init__ (self.{name} = {name})"
     return "compute every size from the inputs' shapes"
@@ -178,7 +161,7 @@ def _how(key, name):
 TENSOR_NAMES = ("mask", "tril", "wei", "x", "q", "k", "v", "scores", "weights", "xbow", "out")
 
 
-def globals_finding(facts, sz, error_numbers=(), key=""):
+def globals_finding(facts, sz, error_numbers=(), hooks=PLAIN):
     """A size or tensor read from the notebook's globals that does not fit this check."""
     check_values = set(sz.values())
     for name, d in _globals(facts).items():
@@ -189,7 +172,7 @@ def globals_finding(facts, sz, error_numbers=(), key=""):
                 and (not error_numbers or value in error_numbers))
             if wrong:
                 here = f"here {name} = {sz[name]}" if name in sz else f"here {_sizes_text(sz)}"
-                how = _how(key, name)
+                how = _how(hooks, name)
                 return Finding("global_size", f"size taken from the notebook's global {name} = {value}",
                                f"take it from the inputs ({how}); {here}.")
         elif d.get("type") == "Tensor":
@@ -273,10 +256,17 @@ def module_finding(facts):
     return None
 
 
-def mask_buffer_note(key, inputs, facts):
+def passing_note(exercise, inputs, facts):
+    """The exercise's note for a check that passes (Diagnosis.passing_note), or None.
+    facts() is the instance's."""
+    hook = exercise.diagnosis.passing_note
+    return hook(inputs, facts) if hook else None
+
+
+def mask_buffer_note(inputs, facts):
     """A note for a causal Head that passes without the registered mask buffer the text
     asks for (a mask built in forward on every call), or None. facts() is the instance's."""
-    if key != "head" or not inputs.get("causal"):
+    if not inputs.get("causal"):
         return None
     mod = (facts() or {}).get("module")
     if not mod or mod.get("buffers"):  # a registered buffer under any name (mask, tril, ...)
@@ -319,110 +309,97 @@ def _uniform_weights(T, mask, dtype=torch.float64):
     return registry.reference("masked_softmax")(zeros.expand(mask.shape), mask)
 
 
-def baselines(key, inp):
-    """(description, tensor) pairs: answers that skip the exercise."""
-    out = []
-    if key in BAG:
-        x = inp["x"]
-        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
-                ("the mean of the whole sequence (uniform weights 1/T everywhere)",
-                 x.mean(1, keepdim=True).expand_as(x))]
-    elif key == "running_average_weights":
-        T = int(inp["T"])
-        out += [("torch.eye(T): every token keeps only itself", torch.eye(T, dtype=torch.float64)),
-                ("zeros", torch.zeros(T, T, dtype=torch.float64)),
-                ("uniform weights 1/T everywhere", torch.full((T, T), 1.0 / T, dtype=torch.float64))]
-    elif key in WEIGHTS:
-        s = inp["scores"]
-        T = s.shape[-1]
-        mask = inp["mask"] if key == "masked_softmax" else causal_mask(T, s.device)
-        eye = torch.eye(T, dtype=s.dtype, device=s.device).expand_as(s)
-        out += [("the scores returned unchanged", s), ("zeros", torch.zeros_like(s)),
-                ("uniform weights over the visible keys (the scores ignored)",
-                 _uniform_weights(T, mask, s.dtype).expand_as(s)),
-                ("uniform weights 1/T everywhere", torch.full_like(s, 1.0 / T)),
-                ("identity weights (torch.eye)", eye)]
-    elif key == "scaled_dot_product_attention":
-        q, k, v, mask = inp["q"], inp["k"], inp["v"], inp["mask"]
-        out += [("v returned unchanged (identity weights, no attention)", v),
-                ("q returned unchanged", q), ("k returned unchanged", k),
-                ("zeros", torch.zeros_like(v)),
-                ("uniform weights over the visible keys (q and k ignored)",
-                 _uniform_weights(v.shape[-2], mask, v.dtype) @ v)]
-    elif key == "head":
-        x = inp["x"]
-        T = x.shape[1]
-        v = _project(x, inp["w_value"])
-        mask = causal_mask(T, x.device) if inp["causal"] else None
-        out += [("self.value(x) (identity weights, no attention)", v),
-                ("self.query(x), merely projected", _project(x, inp["w_query"])),
-                ("self.key(x), merely projected", _project(x, inp["w_key"])),
-                ("zeros", torch.zeros_like(v)),
-                ("uniform weights over the visible tokens (queries and keys ignored)",
-                 _uniform_weights(T, mask, x.dtype) @ v)]
-    elif key in MHA:
-        x = inp["x"]
-        B, T, C = x.shape
-        proj = lambda t: t @ inp["w_proj"].mT + inp["b_proj"]
-        flat = lambda w: _project(x, w.reshape(-1, C))  # (B, T, n_heads * head_size)
-        mask = causal_mask(T, x.device) if inp["causal"] else None
-        v = flat(inp["w_value"])
-        out += [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
-                ("proj of zeros (only the bias)", proj(torch.zeros_like(v))),
-                ("the values merely projected, proj(value(x)) (identity weights)", proj(v)),
-                ("the queries merely projected", proj(flat(inp["w_query"]))),
-                ("the keys merely projected", proj(flat(inp["w_key"]))),
-                ("uniform weights over the visible tokens (queries and keys ignored)",
-                 proj(_uniform_weights(T, mask, x.dtype) @ v))]
-    return out
+def bag_baselines(inp):
+    """(description, tensor) pairs: answers that skip the exercise (01's and 02's averages)."""
+    x = inp["x"]
+    return [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
+            ("the mean of the whole sequence (uniform weights 1/T everywhere)",
+             x.mean(1, keepdim=True).expand_as(x))]
 
 
-def trivial(key, inp, actual, close):
+def running_weights_baselines(inp):
+    T = int(inp["T"])
+    return [("torch.eye(T): every token keeps only itself", torch.eye(T, dtype=torch.float64)),
+            ("zeros", torch.zeros(T, T, dtype=torch.float64)),
+            ("uniform weights 1/T everywhere", torch.full((T, T), 1.0 / T, dtype=torch.float64))]
+
+
+def weights_baselines(inp):
+    """03's weights, under the given mask, or the causal one where none is given."""
+    s = inp["scores"]
+    T = s.shape[-1]
+    mask = inp["mask"] if "mask" in inp else causal_mask(T, s.device)
+    eye = torch.eye(T, dtype=s.dtype, device=s.device).expand_as(s)
+    return [("the scores returned unchanged", s), ("zeros", torch.zeros_like(s)),
+            ("uniform weights over the visible keys (the scores ignored)",
+             _uniform_weights(T, mask, s.dtype).expand_as(s)),
+            ("uniform weights 1/T everywhere", torch.full_like(s, 1.0 / T)),
+            ("identity weights (torch.eye)", eye)]
+
+
+def sdpa_baselines(inp):
+    q, k, v, mask = inp["q"], inp["k"], inp["v"], inp["mask"]
+    return [("v returned unchanged (identity weights, no attention)", v),
+            ("q returned unchanged", q), ("k returned unchanged", k),
+            ("zeros", torch.zeros_like(v)),
+            ("uniform weights over the visible keys (q and k ignored)",
+             _uniform_weights(v.shape[-2], mask, v.dtype) @ v)]
+
+
+def head_baselines(inp):
+    x = inp["x"]
+    T = x.shape[1]
+    v = _project(x, inp["w_value"])
+    mask = causal_mask(T, x.device) if inp["causal"] else None
+    return [("self.value(x) (identity weights, no attention)", v),
+            ("self.query(x), merely projected", _project(x, inp["w_query"])),
+            ("self.key(x), merely projected", _project(x, inp["w_key"])),
+            ("zeros", torch.zeros_like(v)),
+            ("uniform weights over the visible tokens (queries and keys ignored)",
+             _uniform_weights(T, mask, x.dtype) @ v)]
+
+
+def mha_baselines(inp):
+    x = inp["x"]
+    B, T, C = x.shape
+    proj = lambda t: t @ inp["w_proj"].mT + inp["b_proj"]
+    flat = lambda w: _project(x, w.reshape(-1, C))  # (B, T, n_heads * head_size)
+    mask = causal_mask(T, x.device) if inp["causal"] else None
+    v = flat(inp["w_value"])
+    return [("x returned unchanged", x), ("zeros", torch.zeros_like(x)),
+            ("proj of zeros (only the bias)", proj(torch.zeros_like(v))),
+            ("the values merely projected, proj(value(x)) (identity weights)", proj(v)),
+            ("the queries merely projected", proj(flat(inp["w_query"]))),
+            ("the keys merely projected", proj(flat(inp["w_key"]))),
+            ("uniform weights over the visible tokens (queries and keys ignored)",
+             proj(_uniform_weights(T, mask, x.dtype) @ v))]
+
+
+def trivial(exercise, inp, actual, close):
     """The description of the trivial answer the output equals, or None."""
-    for description, tensor in baselines(key, inp):
+    hook = exercise.diagnosis.baselines
+    for description, tensor in hook(inp) if hook else ():
         tensor = tensor.detach().to("cpu", torch.float64)
         if tensor.shape == actual.shape and close(actual, tensor):
             return description
     return None
 
 
-TRIVIAL_TASK = {
-    "bag_of_words_loop": "average tokens 0..t of each sequence",
-    "bag_of_words_matmul": "average tokens 0..t with one (T, T) @ (B, T, C) matmul",
-    "running_average_weights": "row t holds 1/(t+1) in columns 0..t",
-    "masked_softmax": "softmax the scores over the keys, masked positions removed",
-    "causal_weights": "softmax the scores over the keys, the future removed",
-    "head": "wei = softmax(q @ k^T, masked); return wei @ v",
-    "scaled_dot_product_attention": "softmax(q @ k^T * head_size ** -0.5, masked) @ v",
-    "multi_head_attention": "run every head, concatenate, then self.proj",
-    "batched_multi_head_attention": "split q, k, v into heads, attend, merge, then self.proj",
-    "block": "add attention, then the MLP, each of a normalised copy, to the residual stream",
-    "gpt": "token and position embeddings, the blocks, ln_f, then lm_head",
-    "generate": "crop the context, softmax the last logits / temperature, sample, append",
-    "online_softmax": "one pass with a running maximum and a running sum, then normalise",
-    "tiled_attention": "causal attention, one tile of queries against one tile of keys at a time",
-    "cached_attention": "append the new keys and values to the cache, then attend over it",
-}
-
-
-def no_attention_message(key, description):
+def no_attention_message(exercise, description):
     return (f"your output {description}: an answer that does no attention earns no points "
-            f"here.\n  The task: {TRIVIAL_TASK.get(key, 'see the exercise text')}.")
+            f"here.\n  The task: {exercise.diagnosis.task}.")
 
 
-def trivial_message(key, description):
+def trivial_message(exercise, description):
     return (f"your output equals {description}: an answer that skips the exercise earns no "
-            f"points here.\n  The task: {TRIVIAL_TASK.get(key, 'see the exercise text')}.")
+            f"points here.\n  The task: {exercise.diagnosis.task}.")
 
 
 # --- attention with every knob a learner can turn (grader/answers/knobs.py) ----------------
 
-DEFAULT_FACTOR = {"head": lambda sz: 1.0, "masked_softmax": lambda sz: 1.0,
-                  "causal_weights": lambda sz: 1.0}
-
-
-def _default_factor(key, sz):
-    return DEFAULT_FACTOR[key](sz) if key in DEFAULT_FACTOR else sz["head_size"] ** -0.5
+NO_SCALE = Scale(lambda sz: 1.0, "no scale", "no scale")
+HEAD_SIZE_SCALE = Scale(lambda sz: sz["head_size"] ** -0.5, "head_size ** -0.5 = 1/sqrt(head_size)",
+                        "head_size ** -0.5")
 
 
 def forward(key, inp, **knobs):
@@ -433,7 +410,7 @@ def forward(key, inp, **knobs):
 
 # --- the variant families --------------------------------------------------------------------
 
-def _factor_candidates(key, sz):
+def _factor_candidates(sz):
     """(expression, value) for scale factors a learner might use, in terms of the sizes."""
     out = [("no scale", 1.0)]
     hs = sz.get("head_size")
@@ -450,14 +427,15 @@ def _factor_candidates(key, sz):
     return out
 
 
-CORRECT_SCALE = {"head": "no scale (that is notebook 05's subject)",
-                 "masked_softmax": "no scale", "causal_weights": "no scale"}
+# Each family below is fn(diagnosis, inputs, sizes) -> (Finding, knobs) pairs: an exercise
+# lists those that fit it (Diagnosis.variants), in the order they are tried.
 
-
-def _scale_variants(key, sz):
-    right = _default_factor(key, sz)
-    want = CORRECT_SCALE.get(key, "head_size ** -0.5 = 1/sqrt(head_size)")
-    for expr, value in _factor_candidates(key, sz):
+def scale_variants(d, inp, sz):
+    if d.scale is None:
+        return
+    right = d.scale.factor(sz)
+    want = d.scale.said
+    for expr, value in _factor_candidates(sz):
         if math.isclose(value, right, rel_tol=1e-9):
             continue
         yield (Finding("scale", f"scores scaled by {expr} (= {value:.4g})",
@@ -465,40 +443,49 @@ def _scale_variants(key, sz):
                dict(factor=value))
 
 
-def _flag_variants(key, inp):
-    if key in ("head", *MHA):
-        if inp["causal"]:
-            yield (Finding("causal_ignored", "causal=True ignored: the future is visible",
-                           "store the flag in __init__ (self.causal = causal) and mask when it is True."),
-                   dict(mask="none"))
-        else:
-            yield (Finding("always_causal", "causal=False ignored: the future is always hidden",
-                           "store the flag in __init__ (self.causal = causal) and mask only when it is True."),
-                   dict(mask="causal"))
-    elif key == "scaled_dot_product_attention":
-        if inp["mask"] is not None:
-            yield (Finding("mask_ignored", "the mask argument is ignored",
-                           "when mask is given, fill those scores with -inf before the softmax."),
-                   dict(mask="none"))
-            yield (Finding("always_causal", "a causal mask used instead of the given mask",
-                           "use the mask you are given (True = hidden); it is not always causal."),
-                   dict(mask="causal"))
-        else:
-            yield (Finding("always_causal", "a causal mask applied although mask is None",
-                           "mask only when a mask is given: if mask is not None: ..."),
-                   dict(mask="causal"))
-    elif key == "masked_softmax":
+def causal_flag_variants(d, inp, sz):
+    """A module's causal flag ignored (04, 06)."""
+    if inp["causal"]:
+        yield (Finding("causal_ignored", "causal=True ignored: the future is visible",
+                       "store the flag in __init__ (self.causal = causal) and mask when it is True."),
+               dict(mask="none"))
+    else:
+        yield (Finding("always_causal", "causal=False ignored: the future is always hidden",
+                       "store the flag in __init__ (self.causal = causal) and mask only when it is True."),
+               dict(mask="causal"))
+
+
+def optional_mask_variants(d, inp, sz):
+    """A mask argument that may be None (05) ignored, or replaced by a causal one."""
+    if inp["mask"] is not None:
+        yield (Finding("mask_ignored", "the mask argument is ignored",
+                       "when mask is given, fill those scores with -inf before the softmax."),
+               dict(mask="none"))
         yield (Finding("always_causal", "a causal mask used instead of the given mask",
-                       "use the mask argument (True = hidden), whatever its pattern."), dict(mask="causal"))
-        yield (Finding("mask_plus_causal", "the given mask combined with a causal one",
-                       "use the mask argument alone; it already says what is hidden."),
-               dict(mask="given+causal"))
-    elif key == "causal_weights":
-        for offset, name in ((2, "mask shifted: token t also sees token t+1"),
-                             (-1, "mask shifted: token t sees neither itself nor token t-1")):
-            yield (Finding("mask_offset", name,
-                           "hide exactly the positions above the diagonal: triu(ones(T, T), diagonal=1)."),
-                   dict(mask=f"offset{offset}"))
+                       "use the mask you are given (True = hidden); it is not always causal."),
+               dict(mask="causal"))
+    else:
+        yield (Finding("always_causal", "a causal mask applied although mask is None",
+                       "mask only when a mask is given: if mask is not None: ..."),
+               dict(mask="causal"))
+
+
+def given_mask_variants(d, inp, sz):
+    """A mask argument (03's masked_softmax) replaced by, or combined with, a causal one."""
+    yield (Finding("always_causal", "a causal mask used instead of the given mask",
+                   "use the mask argument (True = hidden), whatever its pattern."), dict(mask="causal"))
+    yield (Finding("mask_plus_causal", "the given mask combined with a causal one",
+                   "use the mask argument alone; it already says what is hidden."),
+           dict(mask="given+causal"))
+
+
+def mask_offset_variants(d, inp, sz):
+    """A causal mask built one diagonal off (03's causal_weights)."""
+    for offset, name in ((2, "mask shifted: token t also sees token t+1"),
+                         (-1, "mask shifted: token t sees neither itself nor token t-1")):
+        yield (Finding("mask_offset", name,
+                       "hide exactly the positions above the diagonal: triu(ones(T, T), diagonal=1)."),
+               dict(mask=f"offset{offset}"))
 
 
 ORDER_NAMES = {("nh", "T", "hs"): "(B, n_heads, T, head_size)", ("T", "nh", "hs"): "(B, T, n_heads, head_size)",
@@ -510,17 +497,19 @@ SPLIT_HINT = ("a view as (B, T, n_heads, head_size), then T and n_heads swapped:
               "features h*head_size..(h+1)*head_size-1")
 
 
-def _layout_variants(key):
-    if key in ("head", "scaled_dot_product_attention"):
-        yield (Finding("operands_swapped", "queries and keys swapped (k @ q^T)",
-                       "the scores are the queries times the keys (transposed), not the other way "
-                       "round: row t holds what query t finds in every key."),
-               dict(order="kq"))
-        yield (Finding("weights_transposed", "the weights transposed before they meet v (wei.mT @ v)",
-                       "out = wei @ v: row t of wei (query t) mixes the values of the keys."),
-               dict(apply="wTv"))
-    if key not in MHA:
-        return
+def operand_variants(d, inp, sz):
+    """q and k swapped, or the weights transposed before they meet v (04, 05)."""
+    yield (Finding("operands_swapped", "queries and keys swapped (k @ q^T)",
+                   "the scores are the queries times the keys (transposed), not the other way "
+                   "round: row t holds what query t finds in every key."),
+           dict(order="kq"))
+    yield (Finding("weights_transposed", "the weights transposed before they meet v (wei.mT @ v)",
+                   "out = wei @ v: row t of wei (query t) mixes the values of the keys."),
+           dict(apply="wTv"))
+
+
+def heads_layout_variants(d, inp, sz):
+    """Heads split or merged in another layout, or attending across the heads (06)."""
     right = ("T", "nh", "hs")
     for merge in itertools.permutations(right):
         for split in itertools.permutations(right):
@@ -547,48 +536,48 @@ def _layout_variants(key):
                dict(heads_over_time=True, merge=merge))
 
 
-def _weights_variants(key):
-    if key in BAG + ("running_average_weights",):
-        use = "wei @ x with wei = torch.tril(...) normalised by rows" if key in BAG else \
-            "torch.tril, each row divided by its own sum"
-        yield (Finding("weights_transposed", "the averaging weights transposed (upper-triangular)",
-                       f"row t of the weights averages tokens 0..t: {use}."), dict(weights="transposed"))
-        yield (Finding("normalised_columns", "the weights' columns normalised instead of their rows",
-                       "divide each row by its own sum: wei.sum(1, keepdim=True)."), dict(weights="columns"))
-        yield (Finding("missing_keepdim", "row sums divided without keepdim=True",
-                       "tril.sum(1) has shape (T,) and divides column j by row j's sum; "
-                       "use tril.sum(1, keepdim=True), shape (T, 1)."), dict(weights="keepdim"))
-        yield (Finding("zero_fill", "a softmax of the 0/1 tril pattern",
-                       "the zeros above the diagonal still get weight exp(0) = 1: fill them with "
-                       "-inf before the softmax, or divide tril(ones) by its row sums."), dict(weights="softmax"))
-    if key in BAG:
-        yield (Finding("batch_flattened", "the batch flattened into one long sequence",
-                       "each sequence is averaged on its own: a (T, T) weight matrix times the "
-                       "(B, T, C) batch, no reshape."), dict(along="flat"))
-        for along, name in ((0, "B"), (2, "C")):
-            yield (Finding("wrong_dim", f"the running mean taken along {name} instead of T",
-                           f"average over the tokens (dim 1, T) of each sequence, not over {name}."),
-                   dict(along=along))
-            yield (Finding("wrong_dim", f"a mean over {name} instead of a running mean over T",
-                           "token t averages tokens 0..t of its own sequence, along T."),
-                   dict(along=f"mean {along}"))
+def _averaging_variants(use):
+    yield (Finding("weights_transposed", "the averaging weights transposed (upper-triangular)",
+                   f"row t of the weights averages tokens 0..t: {use}."), dict(weights="transposed"))
+    yield (Finding("normalised_columns", "the weights' columns normalised instead of their rows",
+                   "divide each row by its own sum: wei.sum(1, keepdim=True)."), dict(weights="columns"))
+    yield (Finding("missing_keepdim", "row sums divided without keepdim=True",
+                   "tril.sum(1) has shape (T,) and divides column j by row j's sum; "
+                   "use tril.sum(1, keepdim=True), shape (T, 1)."), dict(weights="keepdim"))
+    yield (Finding("zero_fill", "a softmax of the 0/1 tril pattern",
+                   "the zeros above the diagonal still get weight exp(0) = 1: fill them with "
+                   "-inf before the softmax, or divide tril(ones) by its row sums."), dict(weights="softmax"))
 
 
-def _fill_variants(key):
-    if key in WEIGHTS + ATTENTION:
-        yield (Finding("zero_fill", "masked scores set to 0 instead of -inf",
-                       "a score of 0 still gets weight exp(0) after the softmax; fill with float('-inf') "
-                       "(torch.tril on the scores does the same harm)."), dict(fill=0.0))
+def running_weights_variants(d, inp, sz):
+    """02's averaging weights built wrong."""
+    yield from _averaging_variants("torch.tril, each row divided by its own sum")
 
 
-def _variants(key, inp, sz):
-    yield from _weights_variants(key)
-    if key not in ATTENTION + WEIGHTS:
-        return
-    yield from _flag_variants(key, inp)
-    yield from _fill_variants(key)
-    yield from _scale_variants(key, sz)
-    yield from _layout_variants(key)
+def bag_variants(d, inp, sz):
+    """01's and 02's averages: the weights built wrong, or the average along another dim."""
+    yield from _averaging_variants("wei @ x with wei = torch.tril(...) normalised by rows")
+    yield (Finding("batch_flattened", "the batch flattened into one long sequence",
+                   "each sequence is averaged on its own: a (T, T) weight matrix times the "
+                   "(B, T, C) batch, no reshape."), dict(along="flat"))
+    for along, name in ((0, "B"), (2, "C")):
+        yield (Finding("wrong_dim", f"the running mean taken along {name} instead of T",
+                       f"average over the tokens (dim 1, T) of each sequence, not over {name}."),
+               dict(along=along))
+        yield (Finding("wrong_dim", f"a mean over {name} instead of a running mean over T",
+                       "token t averages tokens 0..t of its own sequence, along T."),
+               dict(along=f"mean {along}"))
+
+
+def fill_variants(d, inp, sz):
+    yield (Finding("zero_fill", "masked scores set to 0 instead of -inf",
+                   "a score of 0 still gets weight exp(0) after the softmax; fill with float('-inf') "
+                   "(torch.tril on the scores does the same harm)."), dict(fill=0.0))
+
+
+def _variants(hooks, inp, sz):
+    for family in hooks.variants:
+        yield from family(hooks, inp, sz)
 
 
 # --- comparing ------------------------------------------------------------------------------
@@ -665,7 +654,7 @@ def layout_finding(actual, expected, close, names):
 
 def _express_factor(c, sz):
     """The factor c said in the sizes ('1/T', 'sqrt(head_size)', 'T'), or None."""
-    for expr, value in _factor_candidates("", sz):
+    for expr, value in _factor_candidates(sz):
         if value != 1.0 and math.isclose(c, value, rel_tol=1e-4):
             return expr
     for name, v in sz.items():
@@ -741,16 +730,16 @@ def ratio_finding(actual, expected, close, tol, names, sz):
     return None
 
 
-def nonfinite_finding(actual, names, key=""):
+def nonfinite_finding(actual, names, hooks=PLAIN):
     """Where NaN/inf values sit: everywhere, or all at one index of one dim."""
     bad = ~torch.isfinite(actual)
     if not bad.any():
         return None
-    if key in ("online_softmax", "tiled_attention") and bool((actual == float("inf")).all()):
+    if hooks.running_max and bool((actual == float("inf")).all()):
         return Finding("max_not_updated", "every value is +inf: the maximum subtracted at the end is still -inf",
                        "after each step store the new running maximum (m = m_new), so that exp(x - m) "
                        "is at most 1.")
-    if bad.all() and key in LATER:  # no mask argument here: say where, not how
+    if bad.all() and hooks.given_code:  # no mask argument here: say where, not how
         return Finding("all_nan", "every value is NaN or inf",
                        "follow one row by hand on a few scores: print the running maximum m and sum "
                        "l after each step, and look for inf - inf, 0 * inf or 0 / 0.")
@@ -764,9 +753,8 @@ def nonfinite_finding(actual, names, key=""):
         if idx.numel() == 1 and actual.shape[d] > 1 and (d > 0 or actual.dim() == 2):
             name = names[d] if names and d < len(names) else f"dim {d}"
             i = int(idx)
-            if key in BAG or key == "running_average_weights":
-                hint = ("a division by zero at the first position (a count of t instead of t + 1?)"
-                        if i == 0 else "a division by zero (or a row with nothing to average) there")
+            if hooks.nonfinite_hint:
+                hint = hooks.nonfinite_hint(i)
             elif i == 0 and name == "T":
                 hint = ("the first query sees no key at all: a causal mask that also hides the "
                         "diagonal (key >= query) leaves it nothing to attend to; hide only key > query")
@@ -774,6 +762,17 @@ def nonfinite_finding(actual, names, key=""):
                 hint = "a division by zero (or a row with nothing to attend to) there"
             return Finding("nonfinite_at", f"the NaN/inf values all sit at {name} = {i}", hint + ".")
     return None
+
+
+def averaging_nonfinite_hint(i):
+    """Diagnosis.nonfinite_hint of the averages (01, 02): NaN/inf at index i of one dim."""
+    return ("a division by zero at the first position (a count of t instead of t + 1?)"
+            if i == 0 else "a division by zero (or a row with nothing to average) there")
+
+
+def online_softmax_finding(inp, actual, expected, close):
+    """Diagnosis.first_finding of 08's online softmax: the running sum gone wrong."""
+    return softmax_sum_finding(actual, expected, inp["scores"], close)
 
 
 def softmax_sum_finding(actual, expected, scores, close):
@@ -805,44 +804,47 @@ def softmax_sum_finding(actual, expected, scores, close):
                    "rescaled by exp(m - m_new).")
 
 
-def overflow_finding(key):
+def overflow_finding(exercise):
     """Right on the check's inputs, NaN/inf once they change: something overflows."""
-    if key not in ("online_softmax", "tiled_attention"):
+    if not exercise.diagnosis.running_max:
         return None
     return Finding("maximum_decreases", "right on these inputs, NaN/inf once the keys change: an exp overflows",
                    "exp(m - m_new) overflows when m_new can be lower than m: the running maximum must never go "
                    "down, m_new = torch.maximum(m, the new scores' maximum).")
 
 
-def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts=None,
+def analyse(exercise, inp, *, actual=None, expected=None, close=None, tol=None, facts=None,
             names=None, error=None):
     """A Finding that explains this output (or this error), or None.
 
     inp: the check's inputs (float64); actual: the student's output (float64, CPU) or
     None; expected: the reference output (float64, CPU); error: (type name, message);
     facts: grader.checks.student_call.code_facts of the student's code, or None."""
-    sz = sizes(key, inp)
+    hooks, key = exercise.diagnosis, exercise.key
+    sz = sizes(exercise, inp)
+    if sz is None:
+        return None  # an exercise that does not say its sizes gets its plain message
     if error is not None:
-        return error_finding(error[0], error[1], sz, facts, key)
+        return error_finding(error[0], error[1], sz, facts, hooks)
     finding = module_finding(facts) if (facts or {}).get("module", {}).get("shared_modules") else None
     if finding:
         return finding
-    finding = globals_finding(facts, sz, key=key)
+    finding = globals_finding(facts, sz, hooks=hooks)
     if finding or actual is None:
         return finding
     if not torch.isfinite(actual).all():
-        return nonfinite_finding(actual, names, key)
+        return nonfinite_finding(actual, names, hooks)
     if expected is not None and _matches(actual, expected, close):
         return None  # right values: whatever failed, the values say nothing about it
-    if key == "generate":
-        return context_length_finding(inp, actual, expected)
+    if hooks.analysis:
+        return hooks.analysis(inp, actual, expected)
     if expected is not None and actual.shape != expected.shape:
-        return shape_finding(key, actual.shape, expected, close, names, sz)
-    if key == "online_softmax" and expected is not None:
-        finding = softmax_sum_finding(actual, expected, inp["scores"], close)
+        return shape_finding(actual.shape, expected, names, sz)
+    if hooks.first_finding and expected is not None:
+        finding = hooks.first_finding(inp, actual, expected, close)
         if finding:
             return finding
-    for finding, knobs in _variants(key, inp, sz):
+    for finding, knobs in _variants(hooks, inp, sz):
         try:
             guess = forward(key, inp, **knobs)
         except Exception:
@@ -857,8 +859,8 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
         actual, expected, close, names) or ratio_finding(actual, expected, close, tol or {"atol": 1e-5}, names, sz)
     if finding:
         return finding
-    if key in LATER:  # their modules are built from given code (C // n_heads, buffers): its
-        return None   # patterns say nothing about the part the student wrote
+    if hooks.given_code:  # their modules are built from given code (C // n_heads, buffers): its
+        return None       # patterns say nothing about the part the student wrote
     thrown = sorted((facts or {}).get("discarded", ()))
     if thrown:
         return Finding("not_assigned", f"the result of {thrown[0]}(...) is thrown away",
@@ -867,10 +869,10 @@ def analyse(key, inp, *, actual=None, expected=None, close=None, tol=None, facts
     if "//" in (facts or {}).get("operators", ()):
         return Finding("floor_division", "floor division //",
                        "a // b rounds down to a whole number; divide with / for averages.")
-    if key in ATTENTION + WEIGHTS:
+    if hooks.scale:
         f = _fit_scale(key, inp, actual, close)
         if f is not None:
-            want = CORRECT_SCALE.get(key, "head_size ** -0.5")
+            want = hooks.scale.fitted
             return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
                            f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
     return None
@@ -903,7 +905,7 @@ def context_length_finding(inp, actual, expected):
     return None
 
 
-def shape_finding(key, shape, expected, close, names, sz):
+def shape_finding(shape, expected, names, sz):
     """Why the output has this shape, said in the sizes."""
     named = name_shape(shape, sz)
     want = name_shape(expected.shape, sz)
@@ -949,7 +951,7 @@ class _ErrorContext:
     type_name: str
     sz: dict
     facts: object
-    key: str = ""
+    hooks: Diagnosis = PLAIN
 
     def nm(self, n):
         """n, with the size it equals when it equals exactly one ("7 = T")."""
@@ -1062,7 +1064,7 @@ def _tensor_truth(m, ctx):
                        f"{name}(a, b) asks whether a > b as one True/False; for an elementwise "
                        f"{'maximum' if name == 'max' else 'minimum'} use torch.{name}imum(a, b).")
     hint = ("if, and, or, not (and Python's max/min) need one True/False: compare tensors "
-            "elementwise with torch.where, torch.maximum or &, |." if ctx.key in LATER  # no optional argument
+            "elementwise with torch.where, torch.maximum or &, |." if ctx.hooks.given_code  # no optional argument
             else "to ask whether an argument was given, test `if mask is not None:`.")
     return Finding("tensor_truth", "a tensor used as a True/False condition", hint)
 
@@ -1101,13 +1103,13 @@ ERROR_RULES = (
 )
 
 
-def error_finding(type_name, message, sz, facts=None, key=""):
+def error_finding(type_name, message, sz, facts=None, hooks=PLAIN):
     """A Finding for an error the student's code raised, from the sizes in its message."""
     numbers = [int(n) for n in re.findall(r"(?<![\w.])\d+(?![\w.])", message)]
-    found = globals_finding(facts, sz, error_numbers=set(numbers), key=key)
+    found = globals_finding(facts, sz, error_numbers=set(numbers), hooks=hooks)
     if found:
         return found
-    ctx = _ErrorContext(type_name, sz, facts, key)
+    ctx = _ErrorContext(type_name, sz, facts, hooks)
     for pattern, rule in ERROR_RULES:
         m = re.search(pattern, message)
         found = rule(m, ctx) if m else None
@@ -1190,41 +1192,24 @@ def shortcut(key, facts, forbidden):
 
 # --- the smallest failing case, as a picture ------------------------------------------------------
 
-def crop(key, inp, L):
-    """The check's inputs cut to the first L time steps (all exercises are causal-safe to cut)."""
-    out = dict(inp)
-    if key == "running_average_weights":
-        out["T"] = L
-    elif key in BAG or key == "head" or key in MHA:
-        out["x"] = inp["x"][:, :L]
-    elif key in WEIGHTS:
-        out["scores"] = inp["scores"][..., :L, :L]
-        if key == "masked_softmax":
-            out["mask"] = inp["mask"][..., :L, :L]
-    elif key == "scaled_dot_product_attention":
-        for n in ("q", "k", "v"):
-            out[n] = inp[n][:, :L]
-        if inp["mask"] is not None:
-            out["mask"] = inp["mask"][..., :L, :L]
-    elif key == "block" or key == "cached_attention":
-        out["x"] = inp["x"][:, :L]
-        if key == "cached_attention":
-            prompt = min(inp["chunks"][0], L)
-            out["chunks"] = [prompt] + [1] * (L - prompt)
-    elif key == "gpt":
-        out["idx"] = inp["idx"][:, :L]
-    elif key == "online_softmax":
-        out["scores"] = inp["scores"][..., :L, :]
-    elif key == "tiled_attention":
-        for n in ("q", "k", "v"):
-            out[n] = inp[n][..., :L, :]
-    return out
+class NoPicture(LookupError):
+    """The exercise does not say how to cut its inputs: its checks show no picture."""
 
 
-def time_steps(key, inp):
-    if key == "generate":  # sampled ids are not cut shorter: the picture shows them whole
+def crop(exercise, inp, L):
+    """The check's inputs cut to the first L time steps (Diagnosis.crop)."""
+    hook = exercise.diagnosis.crop
+    if hook is None:
+        raise NoPicture(exercise.key)
+    return hook(inp, L)
+
+
+def time_steps(exercise, inp):
+    if exercise.diagnosis.picture == "ids":  # sampled ids are not cut shorter: the picture shows them whole
         return 0
-    return sizes(key, inp)["T"]
+    if exercise.diagnosis.crop is None or exercise.diagnosis.sizes is None:
+        raise NoPicture(exercise.key)
+    return sizes(exercise, inp)["T"]
 
 
 AXES = {"weights": ("key", "query"), "output": ("feature", "token"), "ids": ("position", "sequence")}
@@ -1288,7 +1273,5 @@ def slice_2d(key, expected, actual):
     return expected, actual, where
 
 
-def picture_kind(key):
-    if key == "generate":  # (B, T + max_new_tokens) token ids
-        return "ids"
-    return "weights" if key in WEIGHTS or key == "running_average_weights" else "output"
+def picture_kind(exercise):
+    return exercise.diagnosis.picture

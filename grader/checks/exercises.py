@@ -5,6 +5,7 @@ import torch
 from grader.checks import diagnosis, registry
 from grader.checks.masks import causal_mask
 from grader.checks.core import Exercise, Focus, Invariant, to_device
+from grader.checks.diagnosis import Diagnosis, Scale
 from grader.checks.core import tolerance as _tolerance
 
 
@@ -315,9 +316,73 @@ def _draw_mha(gen, case, d):
             "causal": case != "encoder", "block_size": d["block_size"]}
 
 
+# --- what the diagnosis knows of them (grader.checks.diagnosis.Diagnosis) ---------------
+
+def _bag_sizes(inputs):
+    B, T, C = inputs["x"].shape
+    return {"B": B, "T": T, "C": C}
+
+
+def _crop_x(inputs, L):
+    return {**inputs, "x": inputs["x"][:, :L]}
+
+
+def _crop_T(inputs, L):
+    return {**inputs, "T": L}
+
+
+def _weights_sizes(inputs):
+    B, T, _ = inputs["scores"].shape
+    return {"B": B, "T": T}
+
+
+def _crop_scores(inputs, L):
+    out = {**inputs, "scores": inputs["scores"][..., :L, :L]}
+    if "mask" in inputs:
+        out["mask"] = inputs["mask"][..., :L, :L]
+    return out
+
+
+def _sdpa_sizes(inputs):
+    B, T, hs = inputs["q"].shape
+    return {"B": B, "T": T, "head_size": hs}
+
+
+def _crop_qkv(inputs, L):
+    out = {**inputs, **{n: inputs[n][:, :L] for n in ("q", "k", "v")}}
+    if inputs["mask"] is not None:
+        out["mask"] = inputs["mask"][..., :L, :L]
+    return out
+
+
+def _head_sizes(inputs):
+    B, T, C = inputs["x"].shape
+    return {"B": B, "T": T, "C": C, "block_size": int(inputs["block_size"]),
+            "head_size": inputs["w_query"].shape[0]}
+
+
+def _mha_sizes(inputs):
+    B, T, C = inputs["x"].shape
+    n_heads, head_size = inputs["w_query"].shape[:2]
+    return {"B": B, "T": T, "C": C, "block_size": int(inputs["block_size"]),
+            "n_heads": n_heads, "head_size": head_size}
+
+
+X_READS = diagnosis.reads("x")
+SCORES_READS = diagnosis.reads("scores", T="-2")
+_WEIGHTS_VARIANTS = (diagnosis.fill_variants, diagnosis.scale_variants)
+_ATTENTION_VARIANTS = (diagnosis.fill_variants, diagnosis.scale_variants, diagnosis.operand_variants)
+
+
+def _bag_diagnosis(task):
+    return Diagnosis(sizes=_bag_sizes, crop=_crop_x, reads=X_READS, baselines=diagnosis.bag_baselines,
+                     task=task, variants=(diagnosis.bag_variants,),
+                     nonfinite_hint=diagnosis.averaging_nonfinite_hint)
+
+
 # --- the exercises --------------------------------------------------------------------
 
-def _bag_exercise(name):
+def _bag_exercise(name, task):
     x_causal = causal(["x"], in_dim=1, out_dim=1)
     x_batch = batch_independent(["x"])
     return Exercise(
@@ -333,7 +398,8 @@ def _bag_exercise(name):
             "causal": Focus("never looks at future tokens", invariants=(x_causal,)),
             "batch_independent": Focus("keeps the sequences of a batch apart", invariants=(x_batch,)),
             "values": Focus("matches the reference values", invariants=(x_causal, x_batch), values=True),
-        })
+        },
+        diagnosis=_bag_diagnosis(task))
 
 
 MASK_CAUSAL = causal(["scores"], in_dim=-1, out_dim=-2, what="key")
@@ -343,8 +409,9 @@ SDPA_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
 SDPA_BATCH = batch_independent(["q", "k", "v"])
 
 EXERCISES = {
-    "bag_of_words_loop": _bag_exercise("bag_of_words_loop"),
-    "bag_of_words_matmul": _bag_exercise("bag_of_words_matmul"),
+    "bag_of_words_loop": _bag_exercise("bag_of_words_loop", "average tokens 0..t of each sequence"),
+    "bag_of_words_matmul": _bag_exercise("bag_of_words_matmul",
+                                         "average tokens 0..t with one (T, T) @ (B, T, C) matmul"),
     "running_average_weights": Exercise(
         name="running_average_weights", call=_call_function("T"),
         reference=registry.reference("running_average_weights"), draw=_draw_weights,
@@ -356,7 +423,11 @@ EXERCISES = {
             "lower_triangular": Focus("gives the future no weight", invariants=(FUTURE_GETS_ZERO,)),
             "values": Focus("matches the reference values",
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO), values=True),
-        }),
+        },
+        diagnosis=Diagnosis(
+            sizes=lambda i: {"T": int(i["T"])}, crop=_crop_T, picture="weights",
+            baselines=diagnosis.running_weights_baselines, task="row t holds 1/(t+1) in columns 0..t",
+            variants=(diagnosis.running_weights_variants,), nonfinite_hint=diagnosis.averaging_nonfinite_hint)),
     "masked_softmax": Exercise(
         name="masked_softmax", call=_call_function("scores", "mask"),
         reference=registry.reference("masked_softmax"), draw=_draw_masked_softmax,
@@ -371,7 +442,12 @@ EXERCISES = {
             "values": Focus("matches the reference values", case="empty_rows",
                             invariants=(ROWS_SUM_TO_ONE, MASKED_GET_ZERO, STABLE), values=True),
         },
-        attends=changes_with(["scores"], "the scores")),
+        attends=changes_with(["scores"], "the scores"),
+        diagnosis=Diagnosis(
+            sizes=_weights_sizes, crop=_crop_scores, picture="weights", reads=SCORES_READS,
+            baselines=diagnosis.weights_baselines,
+            task="softmax the scores over the keys, masked positions removed",
+            variants=(diagnosis.given_mask_variants, *_WEIGHTS_VARIANTS), scale=diagnosis.NO_SCALE)),
     "causal_weights": Exercise(
         name="causal_weights", call=_call_function("scores"), reference=registry.reference("causal_weights"),
         draw=_draw_causal_scores, dims={"B": (2, (2, 5)), "T": (7, (3, 10))}, distinct=("B", "T"),
@@ -383,7 +459,12 @@ EXERCISES = {
             "values": Focus("matches the reference values",
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO, MASK_CAUSAL, STABLE), values=True),
         },
-        attends=changes_with(["scores"], "the scores")),
+        attends=changes_with(["scores"], "the scores"),
+        diagnosis=Diagnosis(
+            sizes=_weights_sizes, crop=_crop_scores, picture="weights", reads=SCORES_READS,
+            baselines=diagnosis.weights_baselines,
+            task="softmax the scores over the keys, the future removed",
+            variants=(diagnosis.mask_offset_variants, *_WEIGHTS_VARIANTS), scale=diagnosis.NO_SCALE)),
     "head": Exercise(
         name="Head", call=_call_head, reference=registry.reference("head"), draw=_draw_head, module=True,
         dims={"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 9)),
@@ -399,7 +480,13 @@ EXERCISES = {
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        attends=changes_with(["w_query", "w_key"], "the query and key weights")),
+        attends=changes_with(["w_query", "w_key"], "the query and key weights"),
+        diagnosis=Diagnosis(
+            sizes=_head_sizes, crop=_crop_x, reads=X_READS, baselines=diagnosis.head_baselines,
+            task="wei = softmax(q @ k^T, masked); return wei @ v",
+            variants=(diagnosis.causal_flag_variants, *_ATTENTION_VARIANTS),
+            scale=Scale(lambda sz: 1.0, *["no scale (that is notebook 05's subject)"] * 2),
+            passing_note=diagnosis.mask_buffer_note)),
     "scaled_dot_product_attention": Exercise(
         name="scaled_dot_product_attention", call=_call_function("q", "k", "v", "mask"),
         reference=registry.reference("scaled_dot_product_attention"), draw=_draw_sdpa,
@@ -417,14 +504,18 @@ EXERCISES = {
             "padding": Focus("matches the reference values with a padding mask", case="padding",
                              values=True),
         },
-        attends=changes_with(["q", "k"], "q and k")),
+        attends=changes_with(["q", "k"], "q and k"),
+        diagnosis=Diagnosis(
+            sizes=_sdpa_sizes, crop=_crop_qkv, reads=diagnosis.reads("q", head_size="-1"),
+            baselines=diagnosis.sdpa_baselines, task="softmax(q @ k^T * head_size ** -0.5, masked) @ v",
+            variants=(diagnosis.optional_mask_variants, *_ATTENTION_VARIANTS), scale=diagnosis.HEAD_SIZE_SCALE)),
 }
 
 _MHA_DIMS = {"B": (3, (2, 4)), "T": (7, (4, 10)), "C": (12, (6, 16)), "head_size": (5, (3, 8)),
              "n_heads": (2, (2, 4)), "block_size": (9, (1, 4))}
 
 
-def _mha_exercise(name, batched):
+def _mha_exercise(name, batched, task):
     return Exercise(
         name=name, call=_call_mha(batched), reference=registry.reference("multi_head_attention"), draw=_draw_mha,
         module=True, dims=_MHA_DIMS, distinct=("B", "T", "C", "head_size", "n_heads", "block_size"),
@@ -437,11 +528,18 @@ def _mha_exercise(name, batched):
             "encoder": Focus("matches the reference values with causal=False", case="encoder",
                              invariants=(HEAD_BATCH,), values=True),
         },
-        attends=changes_with(["w_query", "w_key"], "the query and key weights"))
+        attends=changes_with(["w_query", "w_key"], "the query and key weights"),
+        diagnosis=Diagnosis(
+            sizes=_mha_sizes, crop=_crop_x, reads=X_READS, baselines=diagnosis.mha_baselines, task=task,
+            variants=(diagnosis.causal_flag_variants, diagnosis.fill_variants, diagnosis.scale_variants,
+                      diagnosis.heads_layout_variants),
+            scale=diagnosis.HEAD_SIZE_SCALE))
 
 
-EXERCISES["multi_head_attention"] = _mha_exercise("MultiHeadAttention", batched=False)
-EXERCISES["batched_multi_head_attention"] = _mha_exercise("BatchedMultiHeadAttention", batched=True)
+EXERCISES["multi_head_attention"] = _mha_exercise(
+    "MultiHeadAttention", batched=False, task="run every head, concatenate, then self.proj")
+EXERCISES["batched_multi_head_attention"] = _mha_exercise(
+    "BatchedMultiHeadAttention", batched=True, task="split q, k, v into heads, attend, merge, then self.proj")
 
 
 # --- 07: the transformer block, the GPT's forward, generate ---------------------------
@@ -691,6 +789,26 @@ SAME_TOKENS = Invariant("same_tokens", _same_tokens)
 BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
 BLOCK_BATCH = batch_independent(["x"])
 
+def _block_sizes(inputs):
+    B, T, C = inputs["x"].shape
+    nh = int(inputs["n_heads"])
+    return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": C // nh,
+            "block_size": int(inputs["block_size"])}
+
+
+def _gpt_sizes(inputs):
+    B, T = inputs["idx"].shape
+    V, C = inputs["tok"].shape
+    nh = int(inputs["n_heads"])
+    return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": C // nh,
+            "block_size": int(inputs["block_size"]), "vocab_size": V}
+
+
+def _generate_sizes(inputs):
+    return {"B": len(inputs["idx"]), "T": len(inputs["idx"][0]),
+            "vocab_size": int(inputs["model"]["tok"].shape[0]), "block_size": int(inputs["block_size"])}
+
+
 EXERCISES["block"] = Exercise(
     name="Block", call=_call_block, reference=registry.reference("block"), draw=_draw_block, module=True,
     dims={"B": (2, (2, 4)), "T": (7, (4, 8)), "n_heads": (3, (2, 4)), "head_size": (4, (3, 6)),
@@ -706,7 +824,10 @@ EXERCISES["block"] = Exercise(
                       invariants=(REPEATABLE, DROPOUT_TRAINS), values=True),
     },
     repeatable=False,  # REPEATABLE names dropout left on
-    attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"))
+    attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"),
+    diagnosis=Diagnosis(
+        sizes=_block_sizes, crop=_crop_x, reads=X_READS, given_code=True,
+        task="add attention, then the MLP, each of a normalised copy, to the residual stream"))
 
 EXERCISES["gpt"] = Exercise(
     name="GPT", call=_call_gpt, reference=registry.reference("gpt"), draw=_draw_gpt, module=True,
@@ -719,7 +840,10 @@ EXERCISES["gpt"] = Exercise(
         "causal": Focus("never looks at future tokens", invariants=(REPEATABLE, GPT_CAUSAL)),
         "values": Focus("matches the reference logits", invariants=(REPEATABLE, GPT_CAUSAL), values=True),
     },
-    repeatable=False, attends=_gpt_reads_tokens)
+    repeatable=False, attends=_gpt_reads_tokens,
+    diagnosis=Diagnosis(
+        sizes=_gpt_sizes, crop=lambda i, L: {**i, "idx": i["idx"][:, :L]}, reads=X_READS, given_code=True,
+        task="token and position embeddings, the blocks, ln_f, then lm_head"))
 
 # generate() runs on the CPU in float64 whatever the check's device and dtype: it is
 # compared token by token, and sampled tokens depend on the device's random stream. The
@@ -739,7 +863,11 @@ EXERCISES["generate"] = Exercise(
         "hot": Focus("samples the reference's tokens at temperature 1.7", case="hot",
                      invariants=(KEEPS_PROMPT, EVERY_TOKEN, SAME_TOKENS), values=True),
     },
-    repeatable=False, attends=_follows_the_model)
+    repeatable=False, attends=_follows_the_model,
+    diagnosis=Diagnosis(
+        sizes=_generate_sizes, picture="ids", reads=X_READS, given_code=True,  # (B, T + max_new_tokens) ids
+        task="crop the context, softmax the last logits / temperature, sample, append",
+        analysis=diagnosis.context_length_finding))
 
 
 # --- 08: online softmax, tiled attention, key/value cache -----------------------------
@@ -862,6 +990,32 @@ def _call_cache(inputs):
                           "back to C"}
 
 
+def _online_softmax_sizes(inputs):
+    B, T, N = inputs["scores"].shape
+    return {"B": B, "T": T, "N": N}
+
+
+def _tiled_sizes(inputs):
+    B, nh, T, hs = inputs["q"].shape
+    return {"B": B, "n_heads": nh, "T": T, "head_size": hs, "tile_size": int(inputs["tile_size"])}
+
+
+def _crop_tiled(inputs, L):
+    return {**inputs, **{n: inputs[n][..., :L, :] for n in ("q", "k", "v")}}
+
+
+def _cache_sizes(inputs):
+    B, T, C = inputs["x"].shape
+    nh = int(inputs["n_heads"])
+    return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": inputs["w_query"].shape[0] // nh,
+            "block_size": int(inputs["block_size"]), "prompt": int(inputs["chunks"][0])}
+
+
+def _crop_cache(inputs, L):
+    prompt = min(inputs["chunks"][0], L)
+    return {**inputs, "x": inputs["x"][:, :L], "chunks": [prompt] + [1] * (L - prompt)}
+
+
 ONE_PASS = Invariant("one_pass", _one_pass)
 NEVER_FULL_MATRIX = Invariant("never_full_matrix", _never_full_matrix)
 SKIPS_FUTURE_TILES = Invariant("skips_future_tiles", _skips_future_tiles)
@@ -882,7 +1036,12 @@ EXERCISES["online_softmax"] = Exercise(
         "one_pass": Focus("reads each row once, a score at a time", case="plain",
                           invariants=(ONE_PASS,), values=True),
     },
-    attends=changes_with(["scores"], "the scores"))
+    attends=changes_with(["scores"], "the scores"),
+    diagnosis=Diagnosis(
+        sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]}, reads=X_READS,
+        given_code=True, running_max=True,
+        task="one pass with a running maximum and a running sum, then normalise",
+        first_finding=diagnosis.online_softmax_finding))
 
 EXERCISES["tiled_attention"] = Exercise(
     name="tiled_attention", call=_call_tiled, reference=registry.reference("tiled_attention"), draw=_draw_tiled,
@@ -898,7 +1057,10 @@ EXERCISES["tiled_attention"] = Exercise(
         "memory": Focus("never forms the T x T matrix (and still matches)",
                         invariants=(NEVER_FULL_MATRIX,), values=True),
     },
-    attends=changes_with(["q", "k"], "q and k"))
+    attends=changes_with(["q", "k"], "q and k"),
+    diagnosis=Diagnosis(
+        sizes=_tiled_sizes, crop=_crop_tiled, reads=X_READS, given_code=True, running_max=True,
+        task="causal attention, one tile of queries against one tile of keys at a time"))
 
 EXERCISES["cached_attention"] = Exercise(
     name="CachedSelfAttention", call=_call_cache, reference=registry.reference("cached_attention"), draw=_draw_cache,
@@ -914,7 +1076,10 @@ EXERCISES["cached_attention"] = Exercise(
         "values": Focus("matches attention without a cache, past block_size (cropped cache)",
                         values=True),
     },
-    attends=_reads_the_cache)
+    attends=_reads_the_cache,
+    diagnosis=Diagnosis(
+        sizes=_cache_sizes, crop=_crop_cache, reads=X_READS, given_code=True,
+        task="append the new keys and values to the cache, then attend over it"))
 
 for _key, _exercise in EXERCISES.items():
     _exercise.key = _key

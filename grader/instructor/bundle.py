@@ -124,11 +124,11 @@ def record():
                         pass
             for case in core._load_fixed(ex).values():  # the pictures' smallest cases
                 inputs64 = case["inputs"]
-                T = diagnosis.time_steps(key, inputs64)
+                T = diagnosis.time_steps(ex, inputs64)
                 for L in sorted({2, 3, 4, T // 2}):
                     if L < T:
                         try:
-                            ex.reference(*diagnosis.crop(key, inputs64, L).values())
+                            ex.reference(*diagnosis.crop(ex, inputs64, L).values())
                         except Exception:
                             pass
     return table
