@@ -182,7 +182,7 @@ def test_correct_answers_use_no_shortcut():
     for key, answer in CORRECT.items():
         fixed = core._load_fixed(EXERCISES[key])
         call = EXERCISES[key].call(next(iter(fixed.values()))["inputs"])
-        assert diagnosis.shortcut(key, student_call.code_facts(answer, call), shortcuts.forbidden()) is None
+        assert diagnosis.shortcut(EXERCISES[key], student_call.code_facts(answer, call), shortcuts.forbidden()) is None
 
 
 # --- facts about the student's code ---------------------------------------------------------

@@ -125,6 +125,7 @@ class Exercise:
     # the queries, the scores, the model...): such an answer earns no points in any check
     attends: Optional[Callable] = None
     repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
+    shortcuts: tuple = ()  # functions that would do the whole exercise (grader.checks.shortcuts)
     key: str = ""  # its key in EXERCISES (check_<key>); set there
     diagnosis: Diagnosis = PLAIN  # what grader.checks.diagnosis knows of it (sizes, crops, families)
 
@@ -545,7 +546,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                         expected=reference(), names=names)
 
     notes = ()
-    used = diagnosis.shortcut(key, facts(instance=False), shortcuts.forbidden(config))
+    used = diagnosis.shortcut(exercise, facts(instance=False), shortcuts.forbidden(config))
     if used and graded:
         raise CheckError(shortcut_message(label, used), finding="shortcut")
     if used:

@@ -36,7 +36,7 @@ from typing import Callable, Mapping, Optional
 
 import torch
 
-from grader.checks import registry
+from grader.checks import registry, shortcuts
 from grader.checks.masks import causal_mask
 
 SIZE_NAMES = ("B", "T", "C", "head_size", "n_heads", "block_size")
@@ -1169,12 +1169,13 @@ def refine(mistake, facts):
     return mistake
 
 
-def shortcut(key, facts, forbidden):
-    """The name of a function from the forbidden list (or from the course's own grader)
-    that the student's code uses, or None."""
+def shortcut(exercise, facts, forbidden):
+    """The name of a function forbidden in the exercise (shortcuts.listed: forbidden is the
+    instructor's table, or None), or from the course's own grader, that the student's code
+    uses, or None."""
     if not facts:
         return None
-    names = forbidden.get(key, ())
+    names = shortcuts.listed(exercise, forbidden)
     attrs = _attrs(facts)
     for name, d in _globals(facts).items():
         if d.get("type") in ("function", "class") and str(d.get("module", "")).startswith("grader"):

@@ -382,7 +382,11 @@ def _bag_diagnosis(task):
 
 # --- the exercises --------------------------------------------------------------------
 
-def _bag_exercise(name, task):
+ATTENTION_SHORTCUTS = ("F.scaled_dot_product_attention", "nn.MultiheadAttention",
+                       "F.multi_head_attention_forward")
+
+
+def _bag_exercise(name, task, shortcuts):
     x_causal = causal(["x"], in_dim=1, out_dim=1)
     x_batch = batch_independent(["x"])
     return Exercise(
@@ -399,7 +403,7 @@ def _bag_exercise(name, task):
             "batch_independent": Focus("keeps the sequences of a batch apart", invariants=(x_batch,)),
             "values": Focus("matches the reference values", invariants=(x_causal, x_batch), values=True),
         },
-        diagnosis=_bag_diagnosis(task))
+        shortcuts=shortcuts, diagnosis=_bag_diagnosis(task))
 
 
 MASK_CAUSAL = causal(["scores"], in_dim=-1, out_dim=-2, what="key")
@@ -409,9 +413,11 @@ SDPA_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
 SDPA_BATCH = batch_independent(["q", "k", "v"])
 
 EXERCISES = {
-    "bag_of_words_loop": _bag_exercise("bag_of_words_loop", "average tokens 0..t of each sequence"),
+    "bag_of_words_loop": _bag_exercise("bag_of_words_loop", "average tokens 0..t of each sequence",
+                                       shortcuts=("torch.cumsum", "torch.tril")),
     "bag_of_words_matmul": _bag_exercise("bag_of_words_matmul",
-                                         "average tokens 0..t with one (T, T) @ (B, T, C) matmul"),
+                                         "average tokens 0..t with one (T, T) @ (B, T, C) matmul",
+                                         shortcuts=("torch.cumsum",)),
     "running_average_weights": Exercise(
         name="running_average_weights", call=_call_function("T"),
         reference=registry.reference("running_average_weights"), draw=_draw_weights,
@@ -481,6 +487,7 @@ EXERCISES = {
                              invariants=(HEAD_BATCH,), values=True),
         },
         attends=changes_with(["w_query", "w_key"], "the query and key weights"),
+        shortcuts=ATTENTION_SHORTCUTS,
         diagnosis=Diagnosis(
             sizes=_head_sizes, crop=_crop_x, reads=X_READS, baselines=diagnosis.head_baselines,
             task="wei = softmax(q @ k^T, masked); return wei @ v",
@@ -504,7 +511,7 @@ EXERCISES = {
             "padding": Focus("matches the reference values with a padding mask", case="padding",
                              values=True),
         },
-        attends=changes_with(["q", "k"], "q and k"),
+        attends=changes_with(["q", "k"], "q and k"), shortcuts=ATTENTION_SHORTCUTS,
         diagnosis=Diagnosis(
             sizes=_sdpa_sizes, crop=_crop_qkv, reads=diagnosis.reads("q", head_size="-1"),
             baselines=diagnosis.sdpa_baselines, task="softmax(q @ k^T * head_size ** -0.5, masked) @ v",
@@ -529,6 +536,7 @@ def _mha_exercise(name, batched, task):
                              invariants=(HEAD_BATCH,), values=True),
         },
         attends=changes_with(["w_query", "w_key"], "the query and key weights"),
+        shortcuts=("nn.MultiheadAttention", "F.multi_head_attention_forward"),
         diagnosis=Diagnosis(
             sizes=_mha_sizes, crop=_crop_x, reads=X_READS, baselines=diagnosis.mha_baselines, task=task,
             variants=(diagnosis.causal_flag_variants, diagnosis.fill_variants, diagnosis.scale_variants,
@@ -825,6 +833,8 @@ EXERCISES["block"] = Exercise(
     },
     repeatable=False,  # REPEATABLE names dropout left on
     attends=changes_with(["w_query", "w_key"], "the attention's query and key weights"),
+    # 07's given attention is PyTorch's own; the block exercise is its norms and residuals
+    shortcuts=("nn.TransformerEncoderLayer", "nn.TransformerDecoderLayer"),
     diagnosis=Diagnosis(
         sizes=_block_sizes, crop=_crop_x, reads=X_READS, given_code=True,
         task="add attention, then the MLP, each of a normalised copy, to the residual stream"))
@@ -841,6 +851,7 @@ EXERCISES["gpt"] = Exercise(
         "values": Focus("matches the reference logits", invariants=(REPEATABLE, GPT_CAUSAL), values=True),
     },
     repeatable=False, attends=_gpt_reads_tokens,
+    shortcuts=("nn.TransformerEncoder", "nn.TransformerDecoder", "nn.Transformer"),
     diagnosis=Diagnosis(
         sizes=_gpt_sizes, crop=lambda i, L: {**i, "idx": i["idx"][:, :L]}, reads=X_READS, given_code=True,
         task="token and position embeddings, the blocks, ln_f, then lm_head"))
@@ -1036,7 +1047,7 @@ EXERCISES["online_softmax"] = Exercise(
         "one_pass": Focus("reads each row once, a score at a time", case="plain",
                           invariants=(ONE_PASS,), values=True),
     },
-    attends=changes_with(["scores"], "the scores"),
+    attends=changes_with(["scores"], "the scores"), shortcuts=("torch.softmax", "F.softmax", "torch.logsumexp"),
     diagnosis=Diagnosis(
         sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]}, reads=X_READS,
         given_code=True, running_max=True,
@@ -1057,7 +1068,7 @@ EXERCISES["tiled_attention"] = Exercise(
         "memory": Focus("never forms the T x T matrix (and still matches)",
                         invariants=(NEVER_FULL_MATRIX,), values=True),
     },
-    attends=changes_with(["q", "k"], "q and k"),
+    attends=changes_with(["q", "k"], "q and k"), shortcuts=("F.scaled_dot_product_attention",),
     diagnosis=Diagnosis(
         sizes=_tiled_sizes, crop=_crop_tiled, reads=X_READS, given_code=True, running_max=True,
         task="causal attention, one tile of queries against one tile of keys at a time"))
@@ -1076,7 +1087,7 @@ EXERCISES["cached_attention"] = Exercise(
         "values": Focus("matches attention without a cache, past block_size (cropped cache)",
                         values=True),
     },
-    attends=_reads_the_cache,
+    attends=_reads_the_cache, shortcuts=ATTENTION_SHORTCUTS,
     diagnosis=Diagnosis(
         sizes=_cache_sizes, crop=_crop_cache, reads=X_READS, given_code=True,
         task="append the new keys and values to the cache, then attend over it"))
