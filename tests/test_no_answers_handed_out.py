@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 # the modules whose strings a check can show to a student: the checks and the mistakes' hints
-MESSAGE_MODULES = ("checks/*.py", "answers/mistakes.py")
+MESSAGE_MODULES = ("checks/**/*.py", "answers/mistakes.py")
 MIN_LENGTH = 12  # shorter lines (`return wei`, `T = x.shape[1]`) say nothing of an answer
 
 

@@ -1,9 +1,10 @@
 """Functions that would do a whole exercise.
 
-Each exercise lists its own (``Exercise.shortcuts``, grader/checks/exercises.py). A check
-whose student code uses one of them scores 0 in graded runs (the message says which
-function), and passes with a one-line note in JupyterLab. Calling the course's own
-``grader`` code (its reference implementations) counts as a shortcut everywhere.
+Each exercise lists its own (``Exercise.shortcuts``, in its notebook's module of
+grader/checks/exercises/). A check whose student code uses one of them scores 0 in graded
+runs (the message says which function), and passes with a one-line note in JupyterLab.
+Calling the course's own ``grader`` code (its reference implementations) counts as a
+shortcut everywhere.
 
 Instructors replace the lists in nbgrader_config.py, e.g.
 

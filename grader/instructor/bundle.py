@@ -40,7 +40,8 @@ def student_files():
     """The files of grader/ that the bundle ships, relative to grader/."""
     package = ROOT / "grader"
     top = sorted(p.name for p in package.glob("*.py"))
-    folder = sorted(p.relative_to(package).as_posix() for p in (package / STUDENT_FOLDER).glob("*.py"))
+    folder = sorted(p.relative_to(package).as_posix() for p in (package / STUDENT_FOLDER).rglob("*.py")
+                    if "__pycache__" not in p.parts)
     return top + folder
 
 
