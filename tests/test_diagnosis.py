@@ -10,6 +10,7 @@ from torch.nn import functional as F
 
 import grader
 from grader.checks import core, diagnosis, student_call
+from grader.checks.diagnosis.variants import _factor_candidates
 from grader.checks.core import CheckError, run_check
 from grader.checks.exercises import EXERCISES
 from answers import CORRECT, BatchedMultiHeadAttention, Head
@@ -226,7 +227,7 @@ def test_every_scale_factor_is_named_in_the_sizes():
     sz = diagnosis.sizes(EXERCISES["multi_head_attention"], inp)
     close = lambda a, b: torch.allclose(a, b, rtol=1e-6, atol=1e-8)
     expected = diagnosis.forward("multi_head_attention", inp)
-    for expr, value in diagnosis._factor_candidates(sz):
+    for expr, value in _factor_candidates(sz):
         if expr == "1/sqrt(head_size)":
             continue
         actual = diagnosis.forward("multi_head_attention", inp, factor=value)

@@ -4,7 +4,8 @@ give the reference, so it is near an answer and the student bundle leaves it out
 checks receive it through grader/checks/registry.py (knob("forward"))."""
 import torch
 
-from grader.checks.diagnosis import _project, sizes
+from grader.checks.diagnosis import sizes
+from grader.checks.diagnosis.baselines import _project
 from grader.checks.exercises import EXERCISES
 from grader.checks.masks import causal_mask
 
