@@ -40,6 +40,7 @@ $(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
 	$(PIP_INSTALL) -r requirements.txt
 	$(PIP) --no-deps -r $(LOCK)  # an environment installed before: brought to the locked versions
 	$(PIP) --no-deps -e .
+	$(REMOVE_UNUSED)
 	$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 	$(PY) -m grader.isolation install
 	@touch $@
@@ -53,6 +54,7 @@ help:
 ## Rewrite requirements.lock: install requirements.txt (after a change) into .venv, then record it.
 lock: $(VENV)/.torch
 	$(PIP) -r requirements.txt
+	$(REMOVE_UNUSED)
 	@{ echo "# Every package the course installs, at its exact version: written by make lock from"; \
 	   echo "# .venv. make install and the student bundle install with it as pip constraints."; \
 	   $(PY) -m pip freeze --all --exclude pip --exclude-editable | sed 's/^torch==\([^+]*\)+.*/torch==\1/'; } > $(LOCK).new
