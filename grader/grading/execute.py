@@ -119,6 +119,15 @@ class GradingExecute(Execute):
 
         return device_name()
 
+    def create_kernel_manager(self):
+        """nbclient's kernel manager, whose clients are ready as soon as the kernel is
+        (grader.grading.kernel_client)."""
+        from grader.grading.kernel_client import GradingKernelClient
+
+        km = super().create_kernel_manager()
+        km.client_factory = GradingKernelClient
+        return km
+
     # --- the notebook ---------------------------------------------------------------
 
     def preprocess(self, nb, resources=None, km=None):
