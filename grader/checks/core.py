@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import torch
 
 from grader.checks import diagnosis, shortcuts, stored, student_call
+from grader.checks.diagnosis import PLAIN, Diagnosis
 from grader.outcome import Outcome, check_label, draw_seed  # noqa: F401 (Outcome: grader.checks.core's API)
 
 # (device type, dtype) -> tolerances for torch.testing.assert_close.
@@ -124,7 +125,9 @@ class Exercise:
     # the queries, the scores, the model...): such an answer earns no points in any check
     attends: Optional[Callable] = None
     repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
+    shortcuts: tuple = ()  # functions that would do the whole exercise (grader.checks.shortcuts)
     key: str = ""  # its key in EXERCISES (check_<key>); set there
+    diagnosis: Diagnosis = PLAIN  # what grader.checks.diagnosis knows of it (sizes, crops, families)
 
 
 @dataclass
@@ -470,7 +473,7 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
         cpu = {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
         err = None if error is None else (_error_type(error), str(error))
         with _quiet():
-            return diagnosis.analyse(_exercise_key(exercise), cpu, actual=actual, expected=expected,
+            return diagnosis.analyse(exercise, cpu, actual=actual, expected=expected,
                                      close=lambda a, b: _close(a, b, tol), tol=tol, facts=facts,
                                      names=names, error=err)
     except Exception:  # an analysis that fails leaves the message as it is
@@ -546,7 +549,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                         expected=reference(), names=names)
 
     notes = ()
-    used = diagnosis.shortcut(key, facts(instance=False), shortcuts.forbidden(config))
+    used = diagnosis.shortcut(exercise, facts(instance=False), shortcuts.forbidden(config))
     if used and graded:
         raise CheckError(shortcut_message(label, used), finding="shortcut")
     if used:
@@ -566,16 +569,16 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         # a values check shows the smallest failing case
         case = lambda: _picture_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
                                       reference(), name) if spec.values else None
-        baseline = diagnosis.trivial(key, _cpu(inputs64), ctx.out, ctx.close)
+        baseline = diagnosis.trivial(exercise, _cpu(inputs64), ctx.out, ctx.close)
         if baseline:
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
-            raise CheckError(diagnosis.trivial_message(key, baseline) + _named(found), finding="trivial")
+            raise CheckError(diagnosis.trivial_message(exercise, baseline) + _named(found), finding="trivial")
         ignored = _no_attention(exercise, ctx)
         if isinstance(ignored, tuple):  # (message, finding): not a missing attention, a named mistake
             raise CheckError(ignored[0], finding=ignored[1])
         if ignored:
             found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
-            raise CheckError(diagnosis.no_attention_message(key, ignored) + _named(found),
+            raise CheckError(diagnosis.no_attention_message(exercise, ignored) + _named(found),
                              finding=_finding_key(found) or "trivial")
         for inv in spec.invariants:
             try:
@@ -585,7 +588,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
             except CheckError as err:  # a run on changed inputs went wrong (NaN, a shape)
                 found = explain(ctx.out) if err.finding is None else None  # what the check's own output shows
                 if found is None and err.finding is None and "NaN/inf" in str(err) and _close(ctx.out, reference(), tol):
-                    found = diagnosis.overflow_finding(key)
+                    found = diagnosis.overflow_finding(exercise)
                 if found is None:
                     raise
                 raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found)) from None
@@ -628,7 +631,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
                          finding_name=err.finding_name) from None
     note = diagnosis.globals_note(facts(instance=False)) if not graded else None
     notes += (note,) if note else ()
-    note = diagnosis.mask_buffer_note(key, inputs, facts)
+    note = diagnosis.passing_note(exercise, inputs, facts)
     notes += (note,) if note else ()
     if not quiet:
         print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
@@ -733,11 +736,11 @@ def _picture_case(*args):
 def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, expected, name):
     """The smallest failing case, for the picture: the check's inputs cut to the fewest
     time steps that still fail, and the batch element that differs most."""
-    case, shown_T = (expected, actual), diagnosis.time_steps(key, inputs64)
+    case, shown_T = (expected, actual), diagnosis.time_steps(exercise, inputs64)
     for L in sorted({2, 3, 4, shown_T // 2} - {shown_T}):  # a few runs at most, smallest first
         if L >= shown_T:
             break
-        small64 = diagnosis.crop(key, inputs64, L)
+        small64 = diagnosis.crop(exercise, inputs64, L)
         small = to_device(small64, dev, dtype)
         try:
             out = _to_cpu64(_check_tensor(exercise, _call_student(exercise, student, small), small,
@@ -755,7 +758,7 @@ def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, ex
     title = f"smallest failing case ({where}T = {shown_T})" if shown_T else \
         "the prompt and the sampled ids, every sequence"  # ids are not cut shorter
     return {"title": f"{name}: {title}",
-            "kind": diagnosis.picture_kind(key), "expected": want2d, "actual": got2d}
+            "kind": diagnosis.picture_kind(exercise), "expected": want2d, "actual": got2d}
 
 
 def _in_kernel():

@@ -430,7 +430,7 @@ class GradingExecute(Execute):
             if self._stopped:
                 outcome = _timed_out(EXERCISES[check.exercise], check, seed, self._stopped)
             else:
-                used = self._source.uses(forbidden.get(check.exercise, ()), check.student)
+                used = self._source.uses(shortcuts.listed(EXERCISES[check.exercise], forbidden), check.student)
                 outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student),
                                    check.focus, hidden=check.hidden, seed=seed,
                                    device=device, graded=True, config=self.config, source_uses=used)
