@@ -344,3 +344,31 @@ def test_grading_refuses_shortcuts_and_inputs_changed_in_place(tmp_path):
         assert failed and not any(o["passed"] for o in failed), outcomes
         want = "uses F.scaled_dot_product_attention" if student == "shortcut" else "changed its input q"
         assert all(want in o["message"] for o in failed), failed
+
+
+@pytest.mark.parametrize("garbage", [float("nan"), float("inf"), "mixed"])
+def test_a_tail_never_written_is_named_so_whatever_the_memory_held(garbage):
+    """A loop that stops before the last, shorter tile leaves the end of a torch.empty
+    buffer as the memory held it: NaN, inf or anything. The check names the entries never
+    written, whatever they hold (not a division by zero); NaN at the first query alone is
+    still the mask's finding."""
+    from grader.checks.diagnosis.analysis import analyse
+
+    exercise = EXERCISES["tiled_attention"]
+    gen = torch.Generator().manual_seed(0)
+    inp = exercise.draw(gen, "values", core.draw_dims(exercise, gen))
+    expected = exercise.reference(*inp.values())  # (B, n_heads, T, head_size)
+    close = lambda a, b: core._close(a, b, core.tolerance("cpu", torch.float64))
+    names = list(exercise.shape(inp)[1])
+    T = expected.shape[2]
+    tail = expected.clone()
+    tail[:, :, T - 3:] = float("nan") if garbage == "mixed" else garbage
+    if garbage == "mixed":
+        tail[:, 0, T - 3:] = 1e30  # one head's leftovers happen to be finite
+    found = analyse(exercise, inp, actual=tail, expected=expected, close=close, names=names)
+    assert found is not None and found.key == "unwritten", found
+    assert f"T = {T - 3}..{T - 1}" in found.name and "never written" in found.hint
+    first = expected.clone()
+    first[:, :, 0] = float("nan")
+    found = analyse(exercise, inp, actual=first, expected=expected, close=close, names=names)
+    assert found is None or found.key != "unwritten", found

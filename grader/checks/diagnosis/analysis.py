@@ -7,7 +7,7 @@ from grader.checks.diagnosis.findings import Finding
 from grader.checks.diagnosis.shapes import _sizes_text, sizes
 from grader.checks.diagnosis.values import (_fit_scale, _matches, _say_number, layout_finding,
                                             nonfinite_finding, ratio_finding, shape_finding,
-                                            unfilled_finding)
+                                            unfilled_finding, unwritten_finding)
 from grader.checks.diagnosis.variants import _variants, forward
 
 
@@ -31,7 +31,8 @@ def analyse(exercise, inp, *, actual=None, expected=None, close=None, tol=None, 
     if finding or actual is None:
         return finding
     if not torch.isfinite(actual).all():
-        return nonfinite_finding(actual, names, hooks)
+        return (expected is not None and unwritten_finding(actual, expected, close, names)) or \
+            nonfinite_finding(actual, names, hooks)
     if expected is not None and _matches(actual, expected, close):
         return None  # right values: whatever failed, the values say nothing about it
     if hooks.analysis:

@@ -111,6 +111,27 @@ def unfilled_finding(actual, expected, close, names):
     return None
 
 
+def unwritten_finding(actual, expected, close, names):
+    """Right everywhere except the last slices along one dim, which hold NaN/inf among
+    whatever else: entries never written (a loop that stops early leaves them as
+    torch.empty found the memory), not a division by zero."""
+    if actual.shape != expected.shape:
+        return None
+    for d in range(actual.dim()):
+        n = actual.shape[d]
+        wrong = [i for i in range(n) if not close(actual.select(d, i), expected.select(d, i))]
+        if not wrong or wrong[0] == 0 or wrong != list(range(wrong[0], n)):
+            continue
+        if close(actual.narrow(d, 0, wrong[0]), expected.narrow(d, 0, wrong[0])):
+            name = names[d] if names and d < len(names) else f"dim {d}"
+            span = f"{name} = {n - 1}" if wrong[0] == n - 1 else f"{name} = {wrong[0]}..{n - 1}"
+            return Finding("unwritten", f"right everywhere except {span}, which hold NaN/inf and "
+                           "other values nothing computed",
+                           f"those entries were never written: torch.empty leaves whatever the memory "
+                           f"held; make sure your loops fill every position, up to {name} = {n - 1}.")
+    return None
+
+
 def ratio_finding(actual, expected, close, tol, names, sz):
     """Right up to a factor: constant, changing along one dim, or u[i]/u[j] (a row
     normaliser read along the columns: a sum without keepdim=True)."""
