@@ -3,6 +3,7 @@ draw, which invariants hold, and which test cell checks what ("focuses")."""
 import torch
 
 from grader.checks import diagnosis, registry
+from grader.checks.exercise_keys import EXERCISE_KEYS
 from grader.checks.masks import causal_mask
 from grader.checks.core import Exercise, Focus, Invariant, to_device
 from grader.checks.core import tolerance as _tolerance
@@ -916,7 +917,20 @@ EXERCISES["cached_attention"] = Exercise(
     },
     attends=_reads_the_cache)
 
-for _key, _exercise in EXERCISES.items():
-    _exercise.key = _key
-    _exercise.mistakes = registry.Catalogue(_key)  # from the answers (grader/answers/mistakes.py)
-del _key, _exercise
+
+def _keyed(defined):
+    """The definitions in the order of EXERCISE_KEYS, each knowing its key and its catalogued
+    mistakes (from the answers, grader/answers/mistakes.py); a key without a definition, or a
+    definition whose key grader/checks/exercise_keys.py does not list, is an error."""
+    missing, unlisted = set(EXERCISE_KEYS) - set(defined), set(defined) - set(EXERCISE_KEYS)
+    problems = [f"no Exercise defined for {', '.join(sorted(missing))}"] if missing else []
+    problems += [f"defined but not listed: {', '.join(sorted(unlisted))}"] if unlisted else []
+    if problems:
+        raise LookupError("grader/checks/exercise_keys.py lists the exercises: " + "; ".join(problems))
+    for key, exercise in defined.items():
+        exercise.key = key
+        exercise.mistakes = registry.Catalogue(key)
+    return {key: defined[key] for key in EXERCISE_KEYS}
+
+
+EXERCISES = _keyed(EXERCISES)
