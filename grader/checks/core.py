@@ -634,6 +634,7 @@ def _check_attends(case, ctx):
 
 
 def _check_invariants(case, ctx):
+    """Each invariant of the focus holds (one the student bundle cannot judge is skipped)."""
     for inv in case.focus.invariants:
         try:
             problem = inv.fn(ctx)
@@ -646,6 +647,7 @@ def _check_invariants(case, ctx):
 
 
 def _check_values(case, ctx):
+    """The output matches the reference within the check's tolerance."""
     # the test of torch.testing.assert_close (out is finite here); its first call
     # imports torch.distributed, about 1 s of CPU in a notebook's first values check
     if not _close(ctx.out, case.reference(), case.tol):
