@@ -9,7 +9,7 @@ import grader
 from grader.checks import core
 from grader.answers import reference as ref
 from grader.checks.exercises import EXERCISES
-from answers import CORRECT, Head, student_from
+from grader.answers.correct import CORRECT, Head, student_from
 
 CHECKS = {key: getattr(grader, f"check_{key}") for key in EXERCISES}
 GPU_ONLY = {"mask_wrong_device"}  # identical to the right answer on the CPU

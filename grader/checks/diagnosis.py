@@ -1169,13 +1169,16 @@ def refine(mistake, facts):
 
 def shortcut(key, facts, forbidden):
     """The name of a function from the forbidden list (or from the course's own grader)
-    that the student's code uses, or None."""
+    that the student's code uses, or None. A function defined where the student's code is
+    (its home: a notebook's __main__) is the student's own, whatever that module is called."""
     if not facts:
         return None
     names = forbidden.get(key, ())
     attrs = _attrs(facts)
+    home = facts.get("home", "__main__")
     for name, d in _globals(facts).items():
-        if d.get("type") in ("function", "class") and str(d.get("module", "")).startswith("grader"):
+        if d.get("type") in ("function", "class") and str(d.get("module", "")).startswith("grader") \
+                and d.get("module") != home:
             return f"{name} (from the course's {d['module']})"
     for full in names:
         last = full.split(".")[-1]
@@ -1183,7 +1186,7 @@ def shortcut(key, facts, forbidden):
             return full
         for name, d in _globals(facts).items():
             if d.get("type") in ("function", "class") and (d.get("name") == last or name == last) \
-                    and d.get("module") != "__main__":  # not the student's own function of that name
+                    and d.get("module") != home:  # not the student's own function of that name
                 return full
     return None
 
