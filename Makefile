@@ -14,6 +14,9 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/$(WORK) \
             --ip=$(IP) --port=$(PORT) $(ROOT_FLAG)
 PYTEST_ARGS ?=
+# Test processes: one more than the cores, since many tests wait (on kernels, clusters, pip, the
+# browser) and another keeps the cores busy meanwhile; at most 8.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n + 1 < 8 ? n + 1 : 8 )))
 LAB_OPTS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -40,6 +43,7 @@ $(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
 	$(PIP_INSTALL) -r requirements.txt
 	$(PIP) --no-deps -r $(LOCK)  # an environment installed before: brought to the locked versions
 	$(PIP) --no-deps -e .
+	$(REMOVE_UNUSED)
 	$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 	$(PY) -m grader.isolation install
 	@touch $@
@@ -53,6 +57,7 @@ help:
 ## Rewrite requirements.lock: install requirements.txt (after a change) into .venv, then record it.
 lock: $(VENV)/.torch
 	$(PIP) -r requirements.txt
+	$(REMOVE_UNUSED)
 	@{ echo "# Every package the course installs, at its exact version: written by make lock from"; \
 	   echo "# .venv. make install and the student bundle install with it as pip constraints."; \
 	   $(PY) -m pip freeze --all --exclude pip --exclude-editable | sed 's/^torch==\([^+]*\)+.*/torch==\1/'; } > $(LOCK).new
@@ -76,12 +81,12 @@ lab-command:
 
 ## Run every test: grader, notebooks (nbval, nbgrader validation), release, pipeline.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
 
 ## The fast tier: checks, diagnosis, plans, LMS, reports, status, channel, bounds; no full
 ## gradings, notebook runs, clusters, sandboxes or browser (the `grading` marker, tests/conftest.py).
 test-fast: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup --durations=10 -m "not grading and not notebooks and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10 -m "not grading and not notebooks and not browser" $(PYTEST_ARGS)
 
 ## Rewrite data/references/ from the float64 reference implementations.
 references: $(STAMP)

@@ -23,6 +23,13 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 PIP_INSTALL := $(PIP) --constraint $(LOCK)
 # JupyterLab's news pop-up (announcements) is switched off in the environment.
 LAB_DISABLED := @jupyterlab/apputils-extension:announcements
+# jsonschema imports rfc3987-syntax whenever it is installed (a checker of the "iri" formats,
+# which no schema here uses; it comes with jupyter-events' jsonschema extras), and that import
+# builds 35 parsers: 1.3 s of CPU in every process that reads a notebook (nbformat), each
+# grading worker and each command. Each install takes it (and lark, used by it alone) out again;
+# requirements.lock does not list them.
+UNUSED := rfc3987-syntax lark
+REMOVE_UNUSED := $(PY) -m pip uninstall --quiet --yes $(UNUSED)
 
 .PHONY: torch
 ## Install only torch into .venv (the CPU build where there is no NVIDIA driver).

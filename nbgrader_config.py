@@ -142,6 +142,7 @@ c.GradeReport.struggling_percent = 50
 c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"
 c.FileNameCollectorPlugin.named_regexp = r"(?:.*/)?(?P<student_id>[A-Za-z0-9.-]+)_(?P<file_id>\d\d_[A-Za-z0-9_]+\.ipynb)$"
 
-# Functions that would do a whole exercise (grader/checks/shortcuts.py has the defaults): a check
-# whose code uses one scores 0 when graded, and passes with a note in JupyterLab. E.g.
+# Functions that would do a whole exercise (each exercise's shortcuts in its module of
+# grader/checks/exercises/; this table replaces them all): a check whose code uses one
+# scores 0 when graded, and passes with a note in JupyterLab. E.g.
 # c.Shortcuts.forbidden = {"scaled_dot_product_attention": ["F.scaled_dot_product_attention"]}

@@ -40,7 +40,7 @@ SYNC_PHASES = {  # label: (file part, function) in the profile, cumulative secon
 ASYNC_PHASES = {  # label: (class, coroutine method) timed by a wrapper (cProfile splits coroutines)
     "kernel start (the sandbox forked from the template)": ("jupyter_client.manager:AsyncKernelManager", "start_kernel"),
     "  of which the sandbox's launch, until its kernel runs": ("grader.isolation.provisioner:SandboxProvisioner", "launch_kernel"),
-    "kernel handshake (nbclient waits for kernel_info)": ("jupyter_client.asynchronous.client:AsyncKernelClient", "wait_for_ready"),
+    "kernel handshake (nbclient waits for kernel_info)": ("grader.grading.kernel_client:GradingKernelClient", "wait_for_ready"),
     "kernel shutdown": ("jupyter_client.manager:AsyncKernelManager", "shutdown_kernel"),
 }
 TIMED = {}

@@ -35,7 +35,7 @@ def _text_files(root):
 def test_the_bundle_holds_what_students_need_and_nothing_of_the_instructors(built):
     assert {p.name for p in built.iterdir()} == TOP_LEVEL
     shipped = {p.relative_to(built / "grader").as_posix() for p in (built / "grader").rglob("*.py")}
-    assert shipped == set(bundle.student_files()) and "checks/diagnosis.py" in shipped
+    assert shipped == set(bundle.student_files()) and "checks/diagnosis/analysis.py" in shipped
     assert not (built / "grader" / "answers").exists()
     for path in notebooks.notebook_paths("notebooks"):  # the student versions, unchanged
         assert (built / path.relative_to(REPO)).read_bytes() == path.read_bytes()

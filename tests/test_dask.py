@@ -162,3 +162,13 @@ def test_a_scheduler_that_goes_away_stops_the_run_with_what_finished_recorded(co
     assert code == 0, err[-3000:]
     assert f"{len(students) - len(done)} graded, 0 need attention, {len(done)} unchanged" in out, out
     graded_once(root, students)
+
+
+def test_the_embedded_cluster_starts_no_more_workers_than_there_are_submissions(course, tmp_path):
+    """Regrading one student with JOBS=4 starts one worker (each costs seconds to start)."""
+    from grader.grading.autograde import Grading
+
+    root = make_class(course, tmp_path / "course", {"ada": "stub"})
+    grading = Grading(root, jobs=4, budget=BUDGET)
+    assert grading.run(progress=False)["graded"] == 1
+    assert grading.started == 1

@@ -10,6 +10,7 @@ from torch.nn import functional as F
 
 import grader
 from grader.checks import core, diagnosis, student_call
+from grader.checks.diagnosis.variants import _factor_candidates
 from grader.checks.core import CheckError, run_check
 from grader.checks.exercises import EXERCISES
 from grader.answers.correct import CORRECT, BatchedMultiHeadAttention, Head
@@ -197,7 +198,7 @@ def test_correct_answers_use_no_shortcut():
     for key, answer in CORRECT.items():
         fixed = core._load_fixed(EXERCISES[key])
         call = EXERCISES[key].call(next(iter(fixed.values()))["inputs"])
-        assert diagnosis.shortcut(key, student_call.code_facts(answer, call), shortcuts.forbidden()) is None
+        assert diagnosis.shortcut(EXERCISES[key], student_call.code_facts(answer, call), shortcuts.forbidden()) is None
 
 
 # --- facts about the student's code ---------------------------------------------------------
@@ -238,14 +239,14 @@ def test_every_scale_factor_is_named_in_the_sizes():
     inp = EXERCISES["multi_head_attention"].draw(torch.Generator().manual_seed(0), "main",
                                                  {"B": 2, "T": 6, "C": 11, "head_size": 4, "n_heads": 3,
                                                   "block_size": 8})
-    sz = diagnosis.sizes("multi_head_attention", inp)
+    sz = diagnosis.sizes(EXERCISES["multi_head_attention"], inp)
     close = lambda a, b: torch.allclose(a, b, rtol=1e-6, atol=1e-8)
     expected = diagnosis.forward("multi_head_attention", inp)
-    for expr, value in diagnosis._factor_candidates("multi_head_attention", sz):
+    for expr, value in _factor_candidates(sz):
         if expr == "1/sqrt(head_size)":
             continue
         actual = diagnosis.forward("multi_head_attention", inp, factor=value)
-        found = diagnosis.analyse("multi_head_attention", inp, actual=actual, expected=expected, close=close)
+        found = diagnosis.analyse(EXERCISES["multi_head_attention"], inp, actual=actual, expected=expected, close=close)
         assert found is not None and found.key == "scale" and expr in found.name, (expr, found)
 
 
@@ -254,7 +255,7 @@ def test_an_unlisted_scale_is_found_by_fitting():
                                                          {"B": 2, "T": 5, "head_size": 6})
     close = lambda a, b: torch.allclose(a, b, rtol=1e-6, atol=1e-8)
     actual = diagnosis.forward("scaled_dot_product_attention", inp, factor=0.3)
-    found = diagnosis.analyse("scaled_dot_product_attention", inp, actual=actual,
+    found = diagnosis.analyse(EXERCISES["scaled_dot_product_attention"], inp, actual=actual,
                               expected=diagnosis.forward("scaled_dot_product_attention", inp), close=close)
     assert found.key == "scale" and "0.3" in found.name
 

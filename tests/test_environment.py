@@ -98,3 +98,16 @@ def test_gradebooks_get_the_schema_version_alembic_itself_reports(tmp_path):
     with nbgrader.api.Gradebook(f"sqlite:///{tmp_path / 'new.db'}") as gb:
         from sqlalchemy import text
         assert gb.db.execute(text("select version_num from alembic_version")).scalar() == schema_version()
+
+
+def test_reading_a_notebook_builds_no_parser_nobody_uses():
+    """nbformat validates with jsonschema, which imports rfc3987-syntax if it is installed
+    and so builds 35 parsers for formats no schema here uses (1.3 s of CPU in every process
+    that reads a notebook): make install takes it out again (install.mk, UNUSED)."""
+    import subprocess
+    import sys
+
+    code = "import sys, nbformat, jsonschema; print(sorted(m for m in sys.modules if m.split('.')[0] in ('rfc3987_syntax', 'lark')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    assert "rfc3987-syntax" not in (ROOT / "requirements.lock").read_text()

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 # the modules whose strings a check can show to a student: the checks and the mistakes' hints
-MESSAGE_MODULES = ("checks/*.py", "answers/mistakes.py")
+MESSAGE_MODULES = ("checks/**/*.py", "answers/mistakes.py")
 MIN_LENGTH = 12  # shorter lines (`return wei`, `T = x.shape[1]`) say nothing of an answer
 
 
@@ -80,7 +80,7 @@ def message_strings():
     """(module, line, normalised text) of every string literal in the message modules."""
     found = []
     paths = sorted(p for pattern in MESSAGE_MODULES for p in (ROOT / "grader").glob(pattern))
-    assert any(p.name == "mistakes.py" for p in paths) and any(p.name == "diagnosis.py" for p in paths)
+    assert any(p.name == "mistakes.py" for p in paths) and any(p.parent.name == "diagnosis" for p in paths)
     for path in paths:
         name = path.relative_to(ROOT / "grader").as_posix()
         for node in ast.walk(ast.parse(path.read_text())):

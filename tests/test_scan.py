@@ -9,7 +9,8 @@ from support import synthetic
 from grader.checks.exercises import EXERCISES
 from grader.grading import layout
 from grader.grading.scan import constant_text, scan
-from grader.checks.shortcuts import DEFAULTS
+
+DEFAULTS = {key: list(ex.shortcuts) for key, ex in EXERCISES.items() if ex.shortcuts}
 
 ROOT = layout.ROOT
 IMPORTS = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
@@ -190,7 +191,7 @@ def test_the_students_own_function_of_a_forbidden_name_is_not_a_shortcut():
     space = {"__name__": "__main__"}
     exec(IMPORTS + code, space)
     facts = code_facts(space["CachedSelfAttention"])
-    assert diagnosis.shortcut("cached_attention", facts, DEFAULTS) is None
+    assert diagnosis.shortcut(EXERCISES["cached_attention"], facts, DEFAULTS) is None
     assert scan(notebook(code)).uses(DEFAULTS["cached_attention"], "CachedSelfAttention") is None
 
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_course_config_gives_the_lists_a_full_load_gives():
     loaded = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    assert shortcuts.forbidden() == dict(shortcuts.Shortcuts(config=loaded).forbidden)
+    assert shortcuts.forbidden() == shortcuts.Shortcuts(config=loaded).forbidden
 
 
 def test_config_that_sets_shortcuts_is_run(tmp_path):

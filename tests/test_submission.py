@@ -42,3 +42,27 @@ def test_a_kernel_that_fails_to_start_once_does_not_make_the_worker_unfit(monkey
     problem = autograde.worker_problem(autograde.environment(), None)
     assert "cannot start the python3 kernel (3 tries): SandboxError: no" in problem
     autograde.worker_problem.cache_clear()
+
+
+def test_only_the_throwaway_gradebook_skips_waiting_for_the_disk(tmp_path):
+    """nbgrader's sessions (SQLAlchemy engines) on a submission's throwaway gradebook do not
+    fsync (it is read back once and deleted); any other database, the course's gradebook,
+    keeps SQLite's default."""
+    from sqlalchemy import create_engine, text
+
+    from grader.grading import submission
+
+    scratch, course = tmp_path / "grade-x", tmp_path / "course"
+    submission._scratch_gradebooks()
+    submission._SCRATCH.add(str(scratch))
+    modes = {}
+    try:
+        for folder in (scratch, course):
+            folder.mkdir()
+            engine = create_engine(f"sqlite:///{folder / 'gradebook.db'}")
+            with engine.connect() as db:
+                modes[folder.name] = db.execute(text("PRAGMA synchronous")).scalar()
+            engine.dispose()
+    finally:
+        submission._SCRATCH.discard(str(scratch))
+    assert modes == {"grade-x": 0, "course": 2}, modes

@@ -149,3 +149,29 @@ def test_kernels_start_cold_where_no_template_can_be_made(tmp_path, monkeypatch)
             stop(km, kc)
     finally:
         template.close_shared()
+
+
+def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp_path):
+    """A kernel's start imports its debugger, shell and event loop (about 150 modules, a
+    third of a second): the template has them, so a forked kernel imports only the few
+    modules that must bind to its own shell."""
+    import subprocess
+    import sys
+
+    server = template.SERVER
+    listing = subprocess.run(
+        [sys.executable, "-c", "import json, sys; sys.path.insert(0, sys.argv[1]);"
+         "import template_server as t; t.warm_imports(); print(json.dumps(sorted(sys.modules)))",
+         str(server.parent)], capture_output=True, text=True, timeout=300, check=True,
+        cwd=str(server.parent.parent.parent), env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    warm = set(json.loads(listing.stdout.strip().splitlines()[-1]))
+    km, kc = start(tmp_path)
+    try:
+        assert km.provisioner.warm_started, template.shared()[1]
+        loaded = set(probe(kc, "import sys\nresult = sorted(sys.modules)"))
+    finally:
+        stop(km, kc)
+    new = sorted(loaded - warm - {"template_server"})
+    heavy = [m for m in new if m.split(".")[0] in {"debugpy", "pydevd", "_pydevd_bundle", "tornado", "sqlite3"}]
+    assert not heavy, heavy
+    assert len(new) < 40, new

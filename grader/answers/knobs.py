@@ -4,8 +4,13 @@ give the reference, so it is near an answer and the student bundle leaves it out
 checks receive it through grader/checks/registry.py (knob("forward"))."""
 import torch
 
-from grader.checks.diagnosis import BAG, WEIGHTS, _default_factor, _project, sizes
+from grader.checks.diagnosis import sizes
+from grader.checks.diagnosis.baselines import _project
+from grader.checks.exercises import EXERCISES
 from grader.checks.masks import causal_mask
+
+BAG = ("bag_of_words_loop", "bag_of_words_matmul")
+WEIGHTS = ("masked_softmax", "causal_weights")
 
 
 def _core(q, k, v, mask, factor, dim=-1, order="qk", apply="wv", fill=float("-inf")):
@@ -66,7 +71,7 @@ def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="w
             split=("T", "nh", "hs"), merge=("T", "nh", "hs"), heads_over_time=False,
             fill=float("-inf"), weights="rows", along=1):
     """The exercise's output with the knobs turned; the defaults give the reference."""
-    sz = sizes(key, inp)
+    sz = sizes(EXERCISES[key], inp)
     if key == "running_average_weights":
         return running_weights(int(inp["T"]), weights)
     if key in BAG:
@@ -80,7 +85,7 @@ def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="w
             moved = x.movedim(along, 1)
             return (running_weights(moved.shape[1], weights, x.dtype) @ moved).movedim(1, along)
         return running_weights(x.shape[1], weights, x.dtype).to(x.device) @ x
-    f = _default_factor(key, sz) if factor is None else factor
+    f = EXERCISES[key].diagnosis.scale.factor(sz) if factor is None else factor
     if key in WEIGHTS:
         s = inp["scores"]
         m = _mask(key, inp, mask, s.shape[-1], s.device)

@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import torch
 
 from grader.checks import diagnosis, shortcuts, stored, student_call
+from grader.checks.diagnosis import PLAIN, Diagnosis
 from grader.outcome import Outcome, check_label, draw_seed  # noqa: F401 (Outcome: grader.checks.core's API)
 
 # (device type, dtype) -> tolerances for torch.testing.assert_close.
@@ -124,7 +125,9 @@ class Exercise:
     # the queries, the scores, the model...): such an answer earns no points in any check
     attends: Optional[Callable] = None
     repeatable: bool = True  # two calls on the same inputs must agree (random weights do not)
+    shortcuts: tuple = ()  # functions that would do the whole exercise (grader.checks.shortcuts)
     key: str = ""  # its key in EXERCISES (check_<key>); set there
+    diagnosis: Diagnosis = PLAIN  # what grader.checks.diagnosis knows of it (sizes, crops, families)
 
 
 @dataclass
@@ -447,7 +450,10 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
     """The catalogued mistake that reproduces this output (or this exception), if any;
     else, with analyse, what grader.checks.diagnosis infers from the output, the expected output
     and the facts about the student's code (a Finding), or None."""
-    for mistake in exercise.mistakes:
+    # a NameError (the student's object, or a name inside it, not defined) is raised by no
+    # catalogued mistake: running the catalogue to match it would only cost time
+    unmatchable = actual is None and error is not None and _error_type(error) == "NameError"
+    for mistake in () if unmatchable else exercise.mistakes:
         try:
             with _quiet():
                 guess = mistake.fn(*inputs64.values())
@@ -468,7 +474,7 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
         cpu = {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
         err = None if error is None else (_error_type(error), str(error))
         with _quiet():
-            return diagnosis.analyse(_exercise_key(exercise), cpu, actual=actual, expected=expected,
+            return diagnosis.analyse(exercise, cpu, actual=actual, expected=expected,
                                      close=lambda a, b: _close(a, b, tol), tol=tol, facts=facts,
                                      names=names, error=err)
     except Exception:  # an analysis that fails leaves the message as it is
@@ -625,7 +631,7 @@ def _checked_output(case):
 
 def _check_attends(case, ctx):
     """The output is no trivial baseline and shows that the answer attends."""
-    baseline = diagnosis.trivial(case.key, _cpu(case.inputs64), ctx.out, ctx.close)
+    baseline = diagnosis.trivial(case.exercise, _cpu(case.inputs64), ctx.out, ctx.close)
     if baseline:
         raise _Baseline(ctx.out, baseline)
     ignored = _no_attention(case.exercise, ctx)
@@ -703,14 +709,14 @@ def _explain_wrong_output(case, err):
 
 def _explain_baseline(case, err):
     found = diagnose(case.exercise, case.inputs64_dev, err.out, tol=case.tol, analyse=False)
-    return Failure(diagnosis.trivial_message(case.key, err.detail) + _named(found), "trivial")
+    return Failure(diagnosis.trivial_message(case.exercise, err.detail) + _named(found), "trivial")
 
 
 def _explain_no_attention(case, err):
     if isinstance(err.detail, tuple):  # (message, finding): not a missing attention, a named mistake
         return _as_named(err.detail)
     found = diagnose(case.exercise, case.inputs64_dev, err.out, tol=case.tol, analyse=False)
-    return Failure(diagnosis.no_attention_message(case.key, err.detail) + _named(found),
+    return Failure(diagnosis.no_attention_message(case.exercise, err.detail) + _named(found),
                    _finding_key(found) or "trivial")
 
 
@@ -726,7 +732,7 @@ def _explain_broken_run(case, err):
     found = case.explain(err.out) if run.finding is None else None  # what the check's own output shows
     if found is None and run.finding is None and "NaN/inf" in str(run) \
             and _close(err.out, case.reference(), case.tol):
-        found = diagnosis.overflow_finding(case.key)
+        found = diagnosis.overflow_finding(case.exercise)
     if found is None:
         return _explain_check_error(case, run)
     return Failure(f"{run}{_named(found)}", _finding_key(found))
@@ -790,7 +796,7 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     __tracebackhide__ = True
     case = prepare_case(exercise, student, focus, hidden=hidden, seed=seed, device=device,
                         dtype=dtype, fixed=fixed)
-    case.used = diagnosis.shortcut(case.key, case.facts(instance=False), shortcuts.forbidden(config))
+    case.used = diagnosis.shortcut(case.exercise, case.facts(instance=False), shortcuts.forbidden(config))
     try:
         if case.used and graded:
             raise _Shortcut(detail=case.used)
@@ -812,7 +818,7 @@ def _passed(case, graded, quiet):
                  "this check no points.",)
     note = diagnosis.globals_note(case.facts(instance=False)) if not graded else None
     notes += (note,) if note else ()
-    note = diagnosis.mask_buffer_note(case.key, case.inputs, case.facts)
+    note = diagnosis.passing_note(case.exercise, case.inputs, case.facts)
     notes += (note,) if note else ()
     if not quiet:
         print(f"\u2713 {case.label}" + "".join(f"\n  {note}" for note in notes))
@@ -921,11 +927,11 @@ def _picture_case(*args):
 def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, expected, name):
     """The smallest failing case, for the picture: the check's inputs cut to the fewest
     time steps that still fail, and the batch element that differs most."""
-    case, shown_T = (expected, actual), diagnosis.time_steps(key, inputs64)
+    case, shown_T = (expected, actual), diagnosis.time_steps(exercise, inputs64)
     for L in sorted({2, 3, 4, shown_T // 2} - {shown_T}):  # a few runs at most, smallest first
         if L >= shown_T:
             break
-        small64 = diagnosis.crop(key, inputs64, L)
+        small64 = diagnosis.crop(exercise, inputs64, L)
         small = to_device(small64, dev, dtype)
         try:
             out = _to_cpu64(_check_tensor(exercise, _call_student(exercise, student, small), small,
@@ -943,7 +949,7 @@ def _smallest_case(exercise, key, student, inputs64, dev, dtype, tol, actual, ex
     title = f"smallest failing case ({where}T = {shown_T})" if shown_T else \
         "the prompt and the sampled ids, every sequence"  # ids are not cut shorter
     return {"title": f"{name}: {title}",
-            "kind": diagnosis.picture_kind(key), "expected": want2d, "actual": got2d}
+            "kind": diagnosis.picture_kind(exercise), "expected": want2d, "actual": got2d}
 
 
 def _in_kernel():

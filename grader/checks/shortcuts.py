@@ -1,47 +1,39 @@
-"""Functions that would do a whole exercise, per exercise.
+"""Functions that would do a whole exercise.
 
-A check whose student code uses one of them scores 0 in graded runs (the message says
-which function), and passes with a one-line note in JupyterLab. Calling the course's own
-``grader`` code (its reference implementations) counts as a shortcut everywhere.
+Each exercise lists its own (``Exercise.shortcuts``, in its notebook's module of
+grader/checks/exercises/). A check whose student code uses one of them scores 0 in graded
+runs (the message says which function), and passes with a one-line note in JupyterLab.
+Calling the course's own ``grader`` code (its reference implementations) counts as a
+shortcut everywhere.
 
-Instructors change the lists in nbgrader_config.py, e.g.
+Instructors replace the lists in nbgrader_config.py, e.g.
 
     c.Shortcuts.forbidden = {"scaled_dot_product_attention": ["F.scaled_dot_product_attention"]}
 
-An entry is matched by its last dotted part against the attribute names and the global
-functions the student's code uses (``x.cumsum(1)``, ``torch.cumsum``, or
-``from torch import cumsum`` all match "torch.cumsum").
+(an exercise the table leaves out then has none). An entry is matched by its last dotted
+part against the attribute names and the global functions the student's code uses
+(``x.cumsum(1)``, ``torch.cumsum``, or ``from torch import cumsum`` all match "torch.cumsum").
 """
 from traitlets import Dict
 from traitlets.config import Configurable
 
-DEFAULTS = {
-    "bag_of_words_loop": ["torch.cumsum", "torch.tril"],
-    "bag_of_words_matmul": ["torch.cumsum"],
-    "head": ["F.scaled_dot_product_attention", "nn.MultiheadAttention",
-             "F.multi_head_attention_forward"],
-    "scaled_dot_product_attention": ["F.scaled_dot_product_attention", "nn.MultiheadAttention",
-                                     "F.multi_head_attention_forward"],
-    "multi_head_attention": ["nn.MultiheadAttention", "F.multi_head_attention_forward"],
-    "batched_multi_head_attention": ["nn.MultiheadAttention", "F.multi_head_attention_forward"],
-    # 07's given attention is PyTorch's own; the block exercise is its norms and residuals
-    "block": ["nn.TransformerEncoderLayer", "nn.TransformerDecoderLayer"],
-    "gpt": ["nn.TransformerEncoder", "nn.TransformerDecoder", "nn.Transformer"],
-    "online_softmax": ["torch.softmax", "F.softmax", "torch.logsumexp"],
-    "tiled_attention": ["F.scaled_dot_product_attention"],
-    "cached_attention": ["F.scaled_dot_product_attention", "nn.MultiheadAttention",
-                         "F.multi_head_attention_forward"],
-}
-
 
 class Shortcuts(Configurable):
     forbidden = Dict(
-        default_value=DEFAULTS,
+        default_value=None, allow_none=True,
         help="exercise key -> functions that would do the whole exercise (last dotted part "
-             "matched); a check using one scores 0 when graded").tag(config=True)
+             "matched); a check using one scores 0 when graded. Replaces every exercise's own "
+             "list (Exercise.shortcuts); unset, those hold").tag(config=True)
 
 
-_LOADED = None
+def listed(exercise, table):
+    """The functions forbidden in this exercise: the instructor's table (forbidden()) where
+    one is set, else the exercise's own list."""
+    return tuple(exercise.shortcuts) if table is None else tuple(table.get(exercise.key, ()))
+
+
+_UNSET = object()
+_LOADED = _UNSET
 
 
 def _may_set_shortcuts(path):
@@ -62,12 +54,13 @@ def _may_set_shortcuts(path):
 
 
 def forbidden(config=None):
-    """The lists in force: from config when given, else from the course's nbgrader_config.py."""
+    """The instructor's table (exercise key -> functions): from config when given, else from
+    the course's nbgrader_config.py; None where neither sets one (see listed)."""
     global _LOADED
     if config is not None:
-        return dict(Shortcuts(config=config).forbidden)
-    if _LOADED is None:
-        _LOADED = dict(DEFAULTS)
+        return _table(Shortcuts(config=config).forbidden)
+    if _LOADED is _UNSET:
+        _LOADED = None
         try:
             from pathlib import Path
 
@@ -76,7 +69,11 @@ def forbidden(config=None):
             root = Path(__file__).resolve().parents[2]
             if _may_set_shortcuts(root / "nbgrader_config.py"):
                 loaded = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-                _LOADED = dict(Shortcuts(config=loaded).forbidden)
-        except Exception:  # an unreadable config keeps the defaults
+                _LOADED = _table(Shortcuts(config=loaded).forbidden)
+        except Exception:  # an unreadable config keeps the exercises' own lists
             pass
     return _LOADED
+
+
+def _table(value):
+    return None if value is None else dict(value)

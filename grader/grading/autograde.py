@@ -189,6 +189,7 @@ class Grading:
         self.root = Path(root)
         self.jobs, self.force, self.scheduler = max(1, jobs), force, scheduler
         self.memory = memory  # per worker of the embedded cluster
+        self.started = 0  # workers of the embedded cluster this run started
         self.config = layout.load_config(self.root)
         execute = self.config.GradingExecute
         self.settings = Settings(device=device or "cpu",
@@ -265,7 +266,7 @@ class Grading:
             self._open_gradebook = gb
             bar = layout.progress(len(todo), enabled=progress)
             try:
-                for result, fp in self._map(self._jobs(todo, workdir)):
+                for result, fp in self._map(self._jobs(todo, workdir), len(todo)):
                     summary[self.merge_safely(result, fp)] += 1
                     bar.update(1)
             except RunStopped as err:
@@ -277,15 +278,16 @@ class Grading:
                 self.status.flush()
         return summary
 
-    def _map(self, jobs):
-        """(result, fingerprint) for every job, as they finish, on the Dask cluster."""
+    def _map(self, jobs, count):
+        """(result, fingerprint) for every one of the count jobs, as they finish, on the Dask
+        cluster."""
         import dask
         import distributed  # noqa: F401 (sets up its loggers, which _quiet_dask then quiets)
 
         with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                               "distributed.scheduler.worker-saturation": 1.0,
                               "distributed.worker.daemon": False}), _quiet_dask():
-            cluster, client = self._connect()
+            cluster, client = self._connect(min(self.jobs, count))
             try:
                 if self.scheduler:
                     self._check_cluster(client)
@@ -295,13 +297,17 @@ class Grading:
                 if cluster is not None:
                     cluster.close()
 
-    def _connect(self):
+    def _connect(self, workers):
+        """The cluster and its client: an embedded cluster of `workers` processes (no more
+        than there are submissions to grade: a worker costs a few seconds to start), or the
+        scheduler's."""
         from distributed import Client, LocalCluster
 
         if not self.scheduler:
+            self.started = workers
             threads = max(1, (os.cpu_count() or 1) // self.jobs)
             env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-            cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                    memory_limit=self.memory, dashboard_address=None,
                                    silence_logs=logging.CRITICAL, env=env)
             return cluster, Client(cluster)
@@ -581,7 +587,7 @@ def main(argv=None):
         summary = grading.run(args.student, args.assignment)
     except RunStopped as err:
         stopped, summary = err, err.summary or {GRADED: 0, NEEDS_ATTENTION: 0, "skipped": 0}
-    where = args.scheduler or f"{grading.jobs} local worker(s)"
+    where = args.scheduler or f"{grading.started} local worker(s)"
     print(_summary(summary, len(chosen), _selection(args), time.monotonic() - start, where))
     attention = [(s, a, e) for s, a, e in grading.status.attention() if (s, a) in chosen]
     for student, assignment, entry in attention:

@@ -119,6 +119,15 @@ class GradingExecute(Execute):
 
         return device_name()
 
+    def create_kernel_manager(self):
+        """nbclient's kernel manager, whose clients are ready as soon as the kernel is
+        (grader.grading.kernel_client)."""
+        from grader.grading.kernel_client import GradingKernelClient
+
+        km = super().create_kernel_manager()
+        km.client_factory = GradingKernelClient
+        return km
+
     # --- the notebook ---------------------------------------------------------------
 
     def preprocess(self, nb, resources=None, km=None):
@@ -421,7 +430,7 @@ class GradingExecute(Execute):
             if self._stopped:
                 outcome = _timed_out(EXERCISES[check.exercise], check, seed, self._stopped)
             else:
-                used = self._source.uses(forbidden.get(check.exercise, ()), check.student)
+                used = self._source.uses(shortcuts.listed(EXERCISES[check.exercise], forbidden), check.student)
                 outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student),
                                    check.focus, hidden=check.hidden, seed=seed,
                                    device=device, graded=True, config=self.config, source_uses=used)

@@ -39,7 +39,8 @@ def student_files():
     """The files of grader/ that the bundle ships, relative to grader/."""
     package = ROOT / "grader"
     top = sorted(p.name for p in package.glob("*.py"))
-    folder = sorted(p.relative_to(package).as_posix() for p in (package / STUDENT_FOLDER).glob("*.py"))
+    folder = sorted(p.relative_to(package).as_posix() for p in (package / STUDENT_FOLDER).rglob("*.py")
+                    if "__pycache__" not in p.parts)
     return top + folder
 
 
@@ -114,11 +115,11 @@ def record():
                         pass
             for case in core._load_fixed(ex).values():  # the pictures' smallest cases
                 inputs64 = case["inputs"]
-                T = diagnosis.time_steps(key, inputs64)
+                T = diagnosis.time_steps(ex, inputs64)
                 for L in sorted({2, 3, 4, T // 2}):
                     if L < T:
                         try:
-                            ex.reference(*diagnosis.crop(key, inputs64, L).values())
+                            ex.reference(*diagnosis.crop(ex, inputs64, L).values())
                         except Exception:
                             pass
     return table
@@ -156,6 +157,7 @@ install: $(STAMP)
 $(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
 \t$(PIP_INSTALL) -r requirements.txt
 \t$(PIP) --no-deps -e .
+\t$(REMOVE_UNUSED)
 \t$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 \t@touch $@
 """

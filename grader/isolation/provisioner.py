@@ -34,6 +34,7 @@ from grader.isolation.stub import write_stub
 
 DEFAULTS = ns.Limits()
 _COLD_REASONS = set()  # why kernels of this process start cold, each said once
+KILL_WAIT = 1.0  # seconds kill() waits for the killed sandbox's launcher to exit
 
 
 class SandboxProvisioner(LocalProvisioner):
@@ -294,6 +295,15 @@ class SandboxProvisioner(LocalProvisioner):
                 await self.send_signal(signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            await self._gone(KILL_WAIT)
+
+    async def _gone(self, limit):
+        """Wait up to limit seconds for the launcher to exit (a killed sandbox takes a few
+        milliseconds), so that jupyter_client's wait after a kill, which polls every 0.1 s,
+        finds it gone at its first look."""
+        deadline = time.monotonic() + limit
+        while self.process.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
 
     async def terminate(self, restart=False):
         if self.process is not None:

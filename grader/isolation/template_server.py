@@ -58,6 +58,18 @@ def warm_imports():
     import ipykernel.kernelapp  # noqa: F401
     import ipywidgets  # noqa: F401
     import notebook_helpers  # noqa: F401
+    # what the kernel app imports while it starts (its debugger, shell, history, event loop):
+    # about a third of a second of every kernel's start when left to the kernel
+    import faulthandler  # noqa: F401
+    import sqlite3  # noqa: F401
+    import IPython.core.completerlib  # noqa: F401
+    import IPython.core.debugger  # noqa: F401
+    import IPython.core.oinspect  # noqa: F401
+    import IPython.extensions.storemagic  # noqa: F401
+    import ipykernel.debugger  # noqa: F401
+    import ipykernel.zmqshell  # noqa: F401
+    import jupyter_client.connect  # noqa: F401
+    import tornado.platform.asyncio  # noqa: F401
 
 
 def threads():

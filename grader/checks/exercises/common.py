@@ -1,0 +1,230 @@
+"""What the exercises share: invariants, drawing and calling helpers, the ways sizes are read."""
+import torch
+
+from grader.checks import diagnosis
+from grader.checks.core import Invariant, to_device
+from grader.checks.core import tolerance as _tolerance
+
+
+def core_tolerance(inputs):
+    """The check's tolerance for these inputs (their device and floating dtype)."""
+    t = next(v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point())
+    return _tolerance(t.device, t.dtype)
+
+
+_NOISE_SEED = 1234
+
+
+def noise_like(t):
+    gen = torch.Generator().manual_seed(_NOISE_SEED)
+    return torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.device, t.dtype)
+
+
+def first_change(a, b, dim, tol):
+    """Index along dim of the first slice where a and b differ."""
+    for i in range(a.shape[dim]):
+        if not torch.allclose(a.select(dim, i), b.select(dim, i), **tol):
+            return i
+    return None
+
+
+def causal(keys, in_dim, out_dim, what="token"):
+    """Changing the inputs after position t must leave outputs 0..t unchanged."""
+    def fn(ctx):
+        T = ctx.out.shape[out_dim]
+        t = (T - 1) // 2
+        new = dict(ctx.inputs)
+        for key in keys:
+            x = ctx.inputs[key].clone()
+            idx = [slice(None)] * x.dim()
+            idx[in_dim] = slice(t + 1, None)
+            x[tuple(idx)] += 3 * noise_like(x[tuple(idx)])
+            new[key] = x
+        out = ctx.run(new)
+        before, after = ctx.out.narrow(out_dim, 0, t + 1), out.narrow(out_dim, 0, t + 1)
+        if not ctx.close(before, after):
+            i = first_change(before, after, out_dim, ctx.tol)
+            return (f"not causal: changing {what}s {t + 1}..{T - 1} changed the output at "
+                    f"position {i}.\n  Position {i} may only use {what}s 0..{i}.")
+    return Invariant("causal", fn)
+
+
+def batch_independent(keys):
+    """Changing batch element 0 must leave the other batch elements unchanged."""
+    def fn(ctx):
+        new = dict(ctx.inputs)
+        for key in keys:
+            x = ctx.inputs[key].clone()
+            x[0] += 3 * noise_like(x[0])
+            new[key] = x
+        out = ctx.run(new)
+        if not ctx.close(ctx.out[1:], out[1:]):
+            return ("batch elements are not independent: changing sequence 0 changed the "
+                    "others.\n  Mix information along T only, never along the batch dim B.")
+    return Invariant("batch_independent", fn)
+
+
+def _rows_sum_to_one(ctx):
+    sums = ctx.out.sum(-1)
+    want = torch.ones_like(sums)
+    mask = ctx.inputs.get("mask")
+    if isinstance(mask, torch.Tensor):
+        want = (~mask.cpu().expand(ctx.out.shape).all(-1)).to(sums.dtype)
+    if not ctx.close(sums, want):
+        msg = (f"each row must sum to 1 (a distribution over the keys); row sums range from "
+               f"{float(sums.min()):.4g} to {float(sums.max()):.4g}.")
+        if ctx.close(ctx.out.sum(-2), torch.ones_like(ctx.out.sum(-2))):
+            msg += "\n  Your columns sum to 1 instead."
+        return msg
+
+
+def _masked_get_zero(ctx):
+    mask = ctx.inputs["mask"].cpu().expand(ctx.out.shape)
+    w = ctx.out[mask].abs()
+    if w.numel() and float(w.max()) > ctx.tol["atol"]:
+        return (f"masked positions must get weight 0; {int((w > ctx.tol['atol']).sum())} of "
+                f"{w.numel()} masked positions have weight (up to {float(w.max()):.4g}).")
+
+
+def _fully_masked_rows(ctx):
+    empty = ctx.inputs["mask"].cpu().expand(ctx.out.shape).all(-1)  # (B, T)
+    rows = ctx.out[empty]
+    if not ctx.close(rows, torch.zeros_like(rows)):
+        return ("a row whose every position is masked must come out as zeros "
+                f"(it may attend to nothing); got rows with values up to {float(rows.abs().max()):.4g}.")
+
+
+def _future_gets_zero(ctx):
+    upper = ctx.out.triu(1)
+    if not ctx.close(upper, torch.zeros_like(upper)):
+        idx = tuple(int(i) for i in (upper.abs() > ctx.tol["atol"]).nonzero()[0])
+        return (f"weights above the diagonal (the future) must be 0; found "
+                f"{float(upper[idx]):.4g} at index {idx}.")
+
+
+def _follows_inputs(ctx):
+    """The code follows its inputs: with float64 inputs it works and returns float64; with
+    its inputs on another device (the meta device: no data) it creates nothing on the CPU."""
+    floats = [v for v in ctx.inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    if not floats:
+        return None
+    other = torch.float32 if floats[0].dtype == torch.float64 else torch.float64
+    inputs = to_device(ctx.inputs, floats[0].device, other)
+    problem = ctx.try_run(inputs)
+    if problem:
+        first, _, rest = problem.partition("\n")
+        hint = "" if "dtype=" in rest else "\n  Create new tensors with dtype=x.dtype and device=x.device."
+        return (f"with {str(other).replace('torch.', '')} inputs, {first}" + (f"\n{rest}" if rest else "")
+                + hint, "follows_inputs")
+    if other == torch.float64:
+        problem = _float32_inside(ctx, inputs)
+        if problem:
+            return problem
+    meta = ctx.on_meta()
+    return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None) if meta else None
+
+
+def _float32_inside(ctx, inputs64):
+    """An answer right in float32 that, given float64 inputs, is only float32-accurate:
+    something inside it (a running maximum, a sum, a buffer) was created in float32."""
+    cpu64 = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
+    want = ctx.exercise.reference(*cpu64.values()).detach().to("cpu", torch.float64)
+    if not ctx.close(ctx.out, want):
+        return None  # wrong already: the values check says how
+    out = ctx.run(inputs64)
+    tol64 = core_tolerance(inputs64)
+    if torch.allclose(out, want, **tol64):
+        return None
+    if "scores" in cpu64:  # a softmax: an error by the same factor in each row is no rounding
+        found = diagnosis.softmax_sum_finding(out, want, cpu64["scores"], lambda a, b: torch.allclose(a, b, **tol64))
+        if found and found.key == "sum_epsilon":  # the other factors may be float32 rounding
+            return (f"with float64 inputs your values differ from the float64 reference by up to "
+                    f"{float((out - want).abs().max()):.2g}, every row by one factor.\n  Likely mistake: "
+                    f"{found.name} \u2014 {found.hint}", found.key)
+    return (f"with float64 inputs your values are only float32-accurate (they differ from the "
+            f"float64 reference by up to {float((out - want).abs().max()):.2g}): part of the "
+            "computation runs in float32.\n  Create new tensors (running maximum and sum, buffers) "
+            "with dtype=x.dtype and device=x.device.", "follows_inputs")
+
+
+def _stable(ctx):
+    """Large scores must not overflow: the softmax of scores * 40 (up to a few hundred) is
+    still a finite set of weights, and the reference's."""
+    cpu64 = lambda inputs: {k: v.detach().to("cpu", torch.float64) if isinstance(v, torch.Tensor) and
+                            v.is_floating_point() else v.cpu() if isinstance(v, torch.Tensor) else v
+                            for k, v in inputs.items()}
+    if not ctx.close(ctx.out, ctx.exercise.reference(*cpu64(ctx.inputs).values())):
+        return None  # wrong already at ordinary scores: the values check says how
+    new = dict(ctx.inputs)
+    new["scores"] = ctx.inputs["scores"] * 40
+    biggest = float(new["scores"].abs().max())
+    problem = ctx.try_run(new)
+    if problem is None:
+        if ctx.close(ctx.run(new), ctx.exercise.reference(*cpu64(new).values())):
+            return None
+        problem = "the weights differ from the reference."
+    return (f"with large scores (up to {biggest:.0f}) {problem.splitlines()[0]}\n"
+            "  exp overflows there: subtract each row's largest score first (torch.softmax does).",
+            "unstable")
+
+
+def changes_with(keys, what):
+    """attends(ctx) for an exercise whose output must change when the inputs in keys change
+    (the scores, or the queries and keys): an output that does not ignores them."""
+    def fn(ctx):
+        new = dict(ctx.inputs)
+        for key in keys:
+            new[key] = ctx.inputs[key] + noise_like(ctx.inputs[key])
+        if ctx.close(ctx.run(new), ctx.out):
+            return f"stays the same when {what} change: it never uses them"
+    return fn
+
+
+FOLLOWS_INPUTS = Invariant("follows_inputs", _follows_inputs)
+
+
+STABLE = Invariant("stable", _stable)
+
+
+ROWS_SUM_TO_ONE = Invariant("rows_sum_to_one", _rows_sum_to_one)
+
+
+MASKED_GET_ZERO = Invariant("masked_get_zero", _masked_get_zero)
+
+
+FULLY_MASKED_ROWS = Invariant("fully_masked_rows", _fully_masked_rows)
+
+
+FUTURE_GETS_ZERO = Invariant("future_gets_zero", _future_gets_zero)
+
+
+def call_function(*names):
+    return lambda inputs: {"kind": "function", "args": [inputs[n] for n in names], "names": list(names)}
+
+
+def randn(gen, *shape):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+def crop_x(inputs, L):
+    return {**inputs, "x": inputs["x"][:, :L]}
+
+
+X_READS = diagnosis.reads("x")
+
+
+SCORES_READS = diagnosis.reads("scores", T="-2")
+
+
+ATTENTION_VARIANTS = (diagnosis.fill_variants, diagnosis.scale_variants, diagnosis.operand_variants)
+
+
+ATTENTION_SHORTCUTS = ("F.scaled_dot_product_attention", "nn.MultiheadAttention",
+                       "F.multi_head_attention_forward")
+
+
+def bump(value, taken):
+    """value, moved up until it differs from every size in taken."""
+    while value in taken:
+        value += 1
+    return value

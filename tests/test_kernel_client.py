@@ -1,0 +1,77 @@
+"""The graded kernel's client: ready once IOPub has carried the idle status of its
+kernel_info request, with nothing of the kernel's start left to read."""
+from queue import Empty
+
+import pytest
+from jupyter_client.manager import AsyncKernelManager
+
+from grader.grading.kernel_client import GradingKernelClient
+
+pytestmark = pytest.mark.xdist_group("kernel_client")
+
+
+async def _ready_then_run(rounds):
+    km = AsyncKernelManager(kernel_name="python3")
+    km.client_factory = GradingKernelClient
+    await km.start_kernel()
+    kc = km.client()
+    assert isinstance(kc, GradingKernelClient)
+    kc.start_channels()
+    seen = []  # what each of the client's reads on IOPub gave: a message, or None (silence)
+    read = kc.iopub_channel.get_msg
+
+    async def spied(*args, **kwargs):
+        try:
+            msg = await read(*args, **kwargs)
+        except Empty:
+            seen.append(None)
+            raise
+        seen.append(msg)
+        return msg
+
+    try:
+        for _ in range(rounds):
+            seen.clear()
+            kc.iopub_channel.get_msg = spied
+            await kc.wait_for_ready(timeout=120)
+            kc.iopub_channel.get_msg = read
+            # ready at the idle status of its last kernel_info request: never after a wait for
+            # IOPub to fall silent (jupyter_client's own client waits 0.2 s of silence)
+            last = seen[-1]
+            assert last is not None and last["msg_type"] == "status", seen
+            assert last["content"]["execution_state"] == "idle"
+            assert last["parent_header"]["msg_type"] == "kernel_info_request"
+            left = []
+            while True:  # nothing of the start or of the handshake is still waiting on IOPub
+                try:
+                    left.append(await kc.iopub_channel.get_msg(timeout=0.3))
+                except Empty:
+                    break
+            assert left == [], [(m["msg_type"], m["content"]) for m in left]
+        msg_id = kc.execute("print(6 * 7)")
+        printed = []
+        while True:
+            msg = await kc.iopub_channel.get_msg(timeout=60)
+            assert msg["parent_header"].get("msg_id") == msg_id, msg  # the first message is ours
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        assert "".join(printed) == "42\n"
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_ready_leaves_nothing_of_the_start_on_iopub_and_the_first_output_arrives(rounds):
+    import asyncio
+
+    asyncio.run(_ready_then_run(rounds))
+
+
+def test_graded_notebooks_use_it():
+    from grader.grading.execute import GradingExecute
+
+    ex = GradingExecute(kernel_name="python3")
+    assert ex.create_kernel_manager().client_factory is GradingKernelClient
