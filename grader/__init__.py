@@ -16,11 +16,7 @@ The checks import torch when first used, so the instructor tools in this package
 import os
 
 from grader.checks import registry
-
-EXERCISE_KEYS = ("bag_of_words_loop", "bag_of_words_matmul", "running_average_weights",
-                 "masked_softmax", "causal_weights", "head", "scaled_dot_product_attention",
-                 "multi_head_attention", "batched_multi_head_attention",
-                 "block", "gpt", "generate", "online_softmax", "tiled_attention", "cached_attention")
+from grader.checks.exercise_keys import EXERCISE_KEYS
 
 __all__ = ["CheckError", "FOCUSES"] + [f"check_{k}" for k in EXERCISE_KEYS]
 

@@ -1,6 +1,6 @@
 """Wrong attempts at notebooks 07 and 08 written as a learner would, for the diagnosis
 tests (same fields as tests/attempts_own.py). The given classes of the notebooks come from
-tests/answers.py (GivenBlock, GivenGPT, GivenCache: the notebooks' __init__), so an attempt
+grader/answers/correct.py (GivenBlock, GivenGPT, GivenCache: the notebooks' __init__), so an attempt
 writes only what the student writes."""
 
 _TILE_LOOP = '''

@@ -5,7 +5,7 @@ each part's points (tests/test_no_points_without_attention.py)."""
 import torch
 import torch.nn as nn
 
-from answers import (GPT, Block, BatchedMultiHeadAttention, CachedSelfAttention, Head,
+from grader.answers.correct import (GPT, Block, BatchedMultiHeadAttention, CachedSelfAttention, Head,
                      MultiHeadAttention)
 
 

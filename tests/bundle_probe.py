@@ -6,8 +6,8 @@ import json
 import sys
 
 bundle, repo = sys.argv[1], sys.argv[2]
-sys.path[:0] = [repo, f"{repo}/tests"]
-import answers  # noqa: E402  correct answers, and student_from() for the mistakes
+sys.path[:0] = [repo]
+from grader.answers import correct as answers  # noqa: E402  correct answers, and student_from() for the mistakes
 from grader.checks.exercises import EXERCISES as COURSE  # noqa: E402
 
 GPU_ONLY = {"mask_wrong_device"}
@@ -17,7 +17,7 @@ students = {key: (answers.CORRECT[key],
             for key, ex in COURSE.items()}
 for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
     del sys.modules[name]
-sys.path[:] = [bundle] + [p for p in sys.path if p not in (repo, f"{repo}/tests", "")]
+sys.path[:] = [bundle] + [p for p in sys.path if p not in (repo, "")]
 
 import io, contextlib  # noqa: E401,E402
 import grader  # noqa: E402

@@ -38,8 +38,11 @@ LEFTOVERS = {  # what the notebook's earlier cells leave in scope before its exe
     "04_single_head": "B, T, C = 4, 8, 16\nhead_size = 6\nx = torch.randn(3, T, C)\n",
     "05_scaled_attention": "B, T, head_size = 2, 6, 16\n",
     "06_multi_head": "B, T, C, n_heads, head_size = 2, 7, 12, 3, 4\nx = torch.randn(B, T, C)\n",
-    "07_transformer_block": "from answers import CausalSelfAttention, MLP, Block as GivenBlock, GPT as GivenGPT\n",
-    "08_attention_at_scale": "from answers import CachedSelfAttention as GivenCache\n",
+}
+GIVEN = {  # the classes notebooks 07 and 08 give, by the names the attempts use
+    "07_transformer_block": {"CausalSelfAttention": "CausalSelfAttention", "MLP": "MLP",
+                             "GivenBlock": "Block", "GivenGPT": "GPT"},
+    "08_attention_at_scale": {"GivenCache": "CachedSelfAttention"},
 }
 GIVEN_HEAD = '''
 class Head(nn.Module):
@@ -68,6 +71,21 @@ STUDENT_NAMES = {"head": "Head", "multi_head_attention": "MultiHeadAttention",
                  "gpt": "GPT", "cached_attention": "CachedSelfAttention"}
 
 
+_NOTEBOOK_COPY = {}
+
+
+def given_classes(notebook):
+    """The classes the notebook gives, defined as a notebook's cells define them (module
+    __main__): grader/answers/correct.py's, run as notebook code, so that the rule against
+    the course's own code sees them as the notebook's, as in the notebooks."""
+    if not _NOTEBOOK_COPY:
+        from grader.answers import correct
+
+        _NOTEBOOK_COPY["__name__"] = "__main__"
+        exec(compile(Path(correct.__file__).read_text(), correct.__file__, "exec"), _NOTEBOOK_COPY)
+    return {name: _NOTEBOOK_COPY[source] for name, source in GIVEN.get(notebook, {}).items()}
+
+
 def own_attempts():
     from attempts_0708 import ATTEMPTS as LATER
     from attempts_own import ATTEMPTS
@@ -89,7 +107,7 @@ def load(attempt):
     key = KEYS[attempt["exercise"]]
     name = STUDENT_NAMES.get(key, key)
     torch.manual_seed(0)
-    ns = {"__name__": "__main__"}
+    ns = {"__name__": "__main__", **given_classes(attempt["notebook"])}
     source = PRELUDE + LEFTOVERS.get(attempt["notebook"], "")
     if attempt["notebook"].startswith("06"):
         source += GIVEN_HEAD

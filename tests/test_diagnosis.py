@@ -13,7 +13,7 @@ from grader.checks import core, diagnosis, student_call
 from grader.checks.diagnosis.variants import _factor_candidates
 from grader.checks.core import CheckError, run_check
 from grader.checks.exercises import EXERCISES
-from answers import CORRECT, BatchedMultiHeadAttention, Head
+from grader.answers.correct import CORRECT, BatchedMultiHeadAttention, Head
 import diagnosis_eval
 
 ATTEMPTS = diagnosis_eval.own_attempts() + diagnosis_eval.student_attempts()
@@ -175,6 +175,21 @@ def test_calling_the_course_reference_is_a_shortcut():
         return bag_of_words_loop(x)
     with pytest.raises(CheckError, match="from the course's grader.answers.reference"):
         run_check(EXERCISES["bag_of_words_matmul"], bag_of_words_matmul, "values", graded=True)
+
+
+def test_calling_the_course_s_correct_answers_is_a_shortcut():
+    """The correct answers live in the course's grader (grader/answers/correct.py): notebook
+    code that calls one gets no points; the answers themselves, defined there, are their own
+    code and pass."""
+    notebook = {"__name__": "__main__"}
+    exec("from grader.answers.correct import masked_softmax as given\n"
+         "def masked_softmax(scores, mask):\n"
+         "    return given(scores, mask)\n", notebook)
+    with pytest.raises(CheckError, match=r"uses given \(from the course's grader.answers.correct\)"):
+        run_check(EXERCISES["masked_softmax"], notebook["masked_softmax"], "values", graded=True)
+    # bag_of_words_matmul calls running_average_weights, defined beside it there
+    run_check(EXERCISES["bag_of_words_matmul"], CORRECT["bag_of_words_matmul"], "values", graded=True,
+              quiet=True)
 
 
 def test_correct_answers_use_no_shortcut():

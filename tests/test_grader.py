@@ -9,7 +9,7 @@ import grader
 from grader.checks import core
 from grader.answers import reference as ref
 from grader.checks.exercises import EXERCISES
-from answers import CORRECT, Head, student_from
+from grader.answers.correct import CORRECT, Head, student_from
 
 CHECKS = {key: getattr(grader, f"check_{key}") for key in EXERCISES}
 GPU_ONLY = {"mask_wrong_device"}  # identical to the right answer on the CPU
@@ -219,7 +219,29 @@ def test_cpu_mask_on_gpu_is_named():
 
 
 def test_exercise_keys_match_the_exercises():
-    assert set(grader.EXERCISE_KEYS) == set(EXERCISES)
+    assert tuple(grader.EXERCISE_KEYS) == tuple(EXERCISES)
+    assert all(EXERCISES[key].key == key for key in EXERCISES)
+
+
+def test_an_exercise_the_key_list_lacks_is_refused_by_name():
+    from grader.checks.exercises import _keyed
+
+    defined = dict(EXERCISES, extra=EXERCISES["head"])
+    with pytest.raises(LookupError, match="defined but not listed: extra"):
+        _keyed(defined)
+    defined = {key: ex for key, ex in EXERCISES.items() if key != "gpt"}
+    with pytest.raises(LookupError, match="no Exercise defined for gpt"):
+        _keyed(defined)
+
+
+def test_the_exercise_keys_are_read_without_torch():
+    import subprocess
+    import sys
+    code = ("import sys, grader, grader.isolation.stub as stub; "
+            "print(len(grader.EXERCISE_KEYS), repr(grader.EXERCISE_KEYS) in stub.stub_files()['__init__.py'], "
+            "'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(len(EXERCISES)), "True", "False"]
 
 
 def test_instructor_tools_do_not_import_torch():

@@ -8,7 +8,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import grader
-from answers import Block, CachedSelfAttention, CORRECT, generate, online_softmax, tiled_attention
+from grader.answers.correct import Block, CachedSelfAttention, CORRECT, generate, online_softmax, tiled_attention
 
 
 def _fails(check, student, focus, *expected):

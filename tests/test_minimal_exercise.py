@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from answers import CORRECT, student_from
+from grader.answers.correct import CORRECT, student_from
 from grader.checks.core import CheckError, Exercise, Focus, run_check
 from grader.checks.diagnosis import PLAIN, Diagnosis
 from grader.checks.exercises import EXERCISES

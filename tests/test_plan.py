@@ -89,7 +89,7 @@ def test_grading_inputs_cover_code_config_and_due_date(tmp_path):
 
 def test_outcomes_are_typed_data():
     from grader.checks.core import evaluate
-    from answers import CORRECT, student_from
+    from grader.answers.correct import CORRECT, student_from
 
     exercise = EXERCISES["masked_softmax"]
     ok = evaluate(exercise, CORRECT["masked_softmax"], "values")

@@ -32,7 +32,7 @@ class CycleModel(torch.nn.Module):
 
 
 def _generator(prompt="ab", temperature=1.0, length=30):
-    from answers import generate  # a student's correct generate
+    from grader.answers.correct import generate  # a student's correct generate
     vocab = Vocabulary("abcde xyz")
     return TextGenerator(CycleModel(vocab, block_size=4), vocab, generate, block_size=4,
                          prompt=prompt, temperature=temperature, length=length), vocab
@@ -174,7 +174,7 @@ def test_text_generator_bad_prompts_explain_and_keep_the_text():
 
 
 def test_text_generator_says_one_line_until_the_exercises_are_done_and_its_image_holds_the_text():
-    from answers import generate
+    from grader.answers.correct import generate
     from notebook_helpers.text import Vocabulary
 
     vocab = Vocabulary("abcde xyz")

@@ -15,7 +15,7 @@ import sys
 import threading
 import traceback
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
@@ -294,11 +294,12 @@ class _ParameterError(CheckError):
 
 
 class _Mutated(Exception):
-    """The student's code changed its inputs in place (changed: plain dicts)."""
+    """The student's code changed its inputs in place (changed: plain dicts); first: on the
+    check's own first call, whose output out can still be compared."""
 
     def __init__(self, changed, out):
         super().__init__("inputs changed in place")
-        self.changed, self.out = changed, out
+        self.changed, self.out, self.first = changed, out, False
 
 
 def _call_student(exercise, student, inputs):
@@ -495,6 +496,293 @@ def _named(mistake):
     return f"\n  Likely mistake: {mistake.name} \u2014 {mistake.hint}" if mistake else ""
 
 
+# --- one check's case ----------------------------------------------------------------
+
+@dataclass
+class CheckCase:
+    """What one check runs the student's code on and compares with: the inputs (float64 on
+    the CPU as drawn or stored, on the check's device and dtype, and in float64 on that
+    device for the diagnosis), the stored expected output of a visible check, and the
+    check's label. The facts about the student's code and the reference output are computed
+    once, when first asked for."""
+    exercise: Exercise
+    student: object
+    focus: Focus
+    name: str  # the student's function's name
+    label: str
+    dev: torch.device
+    dtype: torch.dtype
+    tol: dict
+    inputs64: dict
+    inputs: dict
+    inputs64_dev: dict
+    shape_info: tuple  # exercise.shape(inputs): (expected shape, the name of each dimension)
+    expected: Optional[torch.Tensor] = None
+    used: Optional[str] = None  # a function the code uses that does the whole exercise (a shortcut)
+    known: dict = field(default_factory=dict)
+
+    @property
+    def key(self):
+        return _exercise_key(self.exercise)
+
+    def facts(self, instance=True):
+        """grader.checks.student_call.code_facts of the student's code; with instance, also what
+        an instance built for the inputs holds (looked at only when something failed)."""
+        name = "facts" if instance else "static"
+        if name not in self.known:
+            self.known[name] = _code_facts(self.exercise, self.student, self.inputs if instance else None)
+        return self.known[name]
+
+    def reference(self):
+        """The expected output, float64 on the CPU: the stored one, else the reference's."""
+        if "expected" not in self.known:
+            self.known["expected"] = self.expected if self.expected is not None else _to_cpu64(
+                self.exercise.reference(*self.inputs64.values()))
+        return self.known["expected"]
+
+    def explain(self, actual=None, error=None):
+        """The mistake that this output (or this exception) shows, if any (diagnose)."""
+        return diagnose(self.exercise, self.inputs64_dev, actual, error, self.tol, facts=self.facts(),
+                        expected=self.reference(), names=list(self.shape_info[1]))
+
+
+def prepare_case(exercise, student, focus, *, hidden, seed, device, dtype, fixed):
+    """The case one focus of a check runs: ValueError for an unknown focus, CheckError when
+    the student's object is not code of the kind the exercise asks for."""
+    if focus not in exercise.focuses:
+        raise ValueError(f"unknown focus {focus!r} for {exercise.name}; "
+                         f"choose from {sorted(exercise.focuses)}")
+    spec = exercise.focuses[focus]
+    _check_student_object(exercise, student)
+    dev = resolve_device(device)
+    tol = tolerance(dev, dtype)
+    inputs64, expected, seed = _case_inputs(exercise, spec, hidden, seed, fixed)
+    inputs = to_device(inputs64, dev, dtype)
+    name = _student_name(student, exercise)
+    return CheckCase(exercise, student, spec, name, check_label(name, spec.description, hidden, seed),
+                     dev, dtype, tol, inputs64, inputs, to_device(inputs64, dev, torch.float64),
+                     exercise.shape(inputs), expected)
+
+
+def _case_inputs(exercise, spec, hidden, seed, fixed):
+    """(inputs float64 on the CPU, the stored expected output or None, the seed): a hidden
+    check draws fresh sizes and inputs from its seed; a visible one reads its stored case."""
+    if hidden:
+        seed = draw_seed() if seed is None else seed
+        gen = torch.Generator().manual_seed(seed)
+        return exercise.draw(gen, spec.case, draw_dims(exercise, gen)), None, seed
+    stored_case = (fixed or _load_fixed(exercise))[spec.case]
+    return stored_case["inputs"], stored_case["expected"], seed
+
+
+# --- checking the student's answer: each stage raises what it found ----------------
+
+class _Wrong(Exception):
+    """A stage of the check found the answer wrong: the output it looked at and what it saw."""
+
+    def __init__(self, out=None, detail=None):
+        super().__init__(type(self).__name__)
+        self.out, self.detail = out, detail
+
+
+class _Shortcut(_Wrong):
+    """detail: the function that does the whole exercise (a graded run gives no points)."""
+
+
+class _WrongOutput(_Wrong):
+    """out: what the student's code returned; detail: _check_tensor's CheckError."""
+
+
+class _Baseline(_Wrong):
+    """detail: the trivial baseline the output is (diagnosis.trivial)."""
+
+
+class _NoAttention(_Wrong):
+    """detail: how the output shows no attention (_no_attention): a message, or (message,
+    finding key) where it names a mistake instead."""
+
+
+class _Broken(_Wrong):
+    """detail: an invariant's message, or (message, finding key) where it names the mistake."""
+
+
+class _BrokenRun(_Wrong):
+    """detail: the CheckError of running the student's code on an invariant's own inputs."""
+
+
+class _ValuesDiffer(_Wrong):
+    """The values differ from the reference."""
+
+
+def _checked_output(case):
+    """The student's output on the case's inputs, of the right type, shape, dtype and device
+    and finite, as the Context the invariants see."""
+    try:
+        out = _call_student(case.exercise, case.student, case.inputs)
+    except _Mutated as mutated:
+        mutated.first = True  # on the check's own inputs: its output can still be compared
+        raise
+    try:
+        out = _check_tensor(case.exercise, out, case.inputs, case.shape_info)
+    except CheckError as err:
+        raise _WrongOutput(out, err) from None
+    return Context(case.exercise, case.student, case.inputs, _to_cpu64(out), case.tol, case.facts)
+
+
+def _check_attends(case, ctx):
+    """The output is no trivial baseline and shows that the answer attends."""
+    baseline = diagnosis.trivial(case.exercise, _cpu(case.inputs64), ctx.out, ctx.close)
+    if baseline:
+        raise _Baseline(ctx.out, baseline)
+    ignored = _no_attention(case.exercise, ctx)
+    if ignored:
+        raise _NoAttention(ctx.out, ignored)
+
+
+def _check_invariants(case, ctx):
+    """Each invariant of the focus holds (one the student bundle cannot judge is skipped)."""
+    for inv in case.focus.invariants:
+        try:
+            problem = inv.fn(ctx)
+        except stored.NotShipped:  # the student bundle cannot judge this one: say nothing
+            problem = None
+        except CheckError as err:  # a run on changed inputs went wrong (NaN, a shape)
+            raise _BrokenRun(ctx.out, err) from None
+        if problem:
+            raise _Broken(ctx.out, problem)
+
+
+def _check_values(case, ctx):
+    """The output matches the reference within the check's tolerance."""
+    # the test of torch.testing.assert_close (out is finite here); its first call
+    # imports torch.distributed, about 1 s of CPU in a notebook's first values check
+    if not _close(ctx.out, case.reference(), case.tol):
+        raise _ValuesDiffer(ctx.out)
+
+
+# --- explaining a failure: every way a check fails ends in _failure -----------------
+
+@dataclass
+class Failure:
+    """What went wrong, before the check's label: the message, the mistake it names (a key,
+    or a Mistake / Finding whose key and name are kept) and the smallest failing case."""
+    message: str
+    finding: object = None
+    finding_name: Optional[str] = None
+    case: Optional[dict] = None
+
+
+def _failure(case, err, quiet):
+    """The CheckError for any way the check failed: its label, then the explanation; in a
+    notebook, a values check's smallest failing case is shown as a picture."""
+    explain = next(fn for kind, fn in _EXPLAINERS if isinstance(err, kind))
+    failure = explain(case, err)
+    error = CheckError(f"{case.label}\n  {failure.message}", finding=failure.finding,
+                       case=failure.case, finding_name=failure.finding_name)
+    if not quiet and error.case is not None and _in_kernel():
+        _show_png(error.picture)
+    return error
+
+
+def _picture(case, out):
+    """The smallest failing case of a values check, as data (drawn when asked for), else None."""
+    if not case.focus.values:
+        return None
+    return _picture_case(case.exercise, case.key, case.student, case.inputs64, case.dev, case.dtype,
+                         case.tol, out, case.reference(), case.name)
+
+
+def _as_named(detail):
+    """A stage's own (message, finding key), kept as it is."""
+    return Failure(detail[0], detail[1])
+
+
+def _explain_shortcut(case, err):
+    return Failure(shortcut_text(err.detail), "shortcut")
+
+
+def _explain_wrong_output(case, err):
+    found = case.explain(_safe_cpu64(err.out))
+    return Failure(f"{err.detail}{_named(found)}", _finding_key(found) or err.detail.finding,
+                   err.detail.finding_name)
+
+
+def _explain_baseline(case, err):
+    found = diagnose(case.exercise, case.inputs64_dev, err.out, tol=case.tol, analyse=False)
+    return Failure(diagnosis.trivial_message(case.exercise, err.detail) + _named(found), "trivial")
+
+
+def _explain_no_attention(case, err):
+    if isinstance(err.detail, tuple):  # (message, finding): not a missing attention, a named mistake
+        return _as_named(err.detail)
+    found = diagnose(case.exercise, case.inputs64_dev, err.out, tol=case.tol, analyse=False)
+    return Failure(diagnosis.no_attention_message(case.exercise, err.detail) + _named(found),
+                   _finding_key(found) or "trivial")
+
+
+def _explain_broken(case, err):
+    if isinstance(err.detail, tuple):  # (message, finding): the invariant names the mistake itself
+        return _as_named(err.detail)
+    found = case.explain(err.out)
+    return Failure(err.detail + _named(found), _finding_key(found), case=_picture(case, err.out))
+
+
+def _explain_broken_run(case, err):
+    run = err.detail
+    found = case.explain(err.out) if run.finding is None else None  # what the check's own output shows
+    if found is None and run.finding is None and "NaN/inf" in str(run) \
+            and _close(err.out, case.reference(), case.tol):
+        found = diagnosis.overflow_finding(case.exercise)
+    if found is None:
+        return _explain_check_error(case, run)
+    return Failure(f"{run}{_named(found)}", _finding_key(found))
+
+
+def _explain_values(case, err):
+    found = case.explain(err.out)
+    return Failure(f"values differ from the reference: "
+                   f"{largest_difference(err.out, case.reference())}{_named(found)}",
+                   _finding_key(found), case=_picture(case, err.out))
+
+
+def _explain_mutation(case, err):
+    right = None
+    if err.first and isinstance(err.out, torch.Tensor) and tuple(err.out.shape) == tuple(case.shape_info[0]):
+        right = _close(_to_cpu64(err.out), case.reference(), case.tol)
+    return Failure(diagnosis.mutation_message(case.name, err.changed, case.facts(), right), "input_mutation")
+
+
+def _explain_student_error(case, err):
+    # a call that ran out of time or sent no readable answer says nothing about sizes
+    plain = isinstance(err.err, RemoteError) and err.err.type_name in GRADING_ERRORS
+    found = None if plain else case.explain(error=err.err)
+    return Failure(f"{_describe_exception(err.err)}{_named(found)}", _finding_key(found))
+
+
+def _explain_parameters(case, err):
+    found = diagnosis.parameter_finding(err.fields.get("expected") or {}, err.fields.get("yours") or {},
+                                        case.facts(), case.used)
+    if found is not None and found.key == "bias":  # the message asks about it already
+        return Failure(str(err), found.key)
+    text = "\n".join(str(err).splitlines()[:3])
+    return Failure(f"{text}{_named(found)}", _finding_key(found))
+
+
+def _explain_check_error(case, err):
+    """A CheckError raised on the way (a call the exercise refuses, a run on other inputs)."""
+    return Failure(str(err), err.finding, err.finding_name, err.case)
+
+
+_EXPLAINERS = (  # the first kind the failure is decides its explanation
+    (_Shortcut, _explain_shortcut), (_WrongOutput, _explain_wrong_output),
+    (_Baseline, _explain_baseline), (_NoAttention, _explain_no_attention),
+    (_Broken, _explain_broken), (_BrokenRun, _explain_broken_run), (_ValuesDiffer, _explain_values),
+    (_Mutated, _explain_mutation), (_StudentError, _explain_student_error),
+    (_ParameterError, _explain_parameters), (CheckError, _explain_check_error),
+)
+_FAILED = tuple(kind for kind, _ in _EXPLAINERS)
+
+
 # --- the check -----------------------------------------------------------------------
 
 def run_check(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
@@ -506,136 +794,35 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     JupyterLab it passes with a note. config: the traitlets config with the instructor's
     Shortcuts (default: the course's nbgrader_config.py)."""
     __tracebackhide__ = True
-    if focus not in exercise.focuses:
-        raise ValueError(f"unknown focus {focus!r} for {exercise.name}; "
-                         f"choose from {sorted(exercise.focuses)}")
-    spec = exercise.focuses[focus]
-    _check_student_object(exercise, student)
-    dev = resolve_device(device)
-    tol = tolerance(dev, dtype)
-
-    if hidden:
-        seed = draw_seed() if seed is None else seed
-        gen = torch.Generator().manual_seed(seed)
-        inputs64 = exercise.draw(gen, spec.case, draw_dims(exercise, gen))
-        expected = None
-    else:
-        case = (fixed or _load_fixed(exercise))[spec.case]
-        inputs64, expected = case["inputs"], case["expected"]
-
-    inputs = to_device(inputs64, dev, dtype)
-    inputs64_dev = to_device(inputs64, dev, torch.float64)
-    shape_info = exercise.shape(inputs)
-    name = _student_name(student, exercise)
-    label = check_label(name, spec.description, hidden, seed)
-    key = _exercise_key(exercise)
-    names = list(shape_info[1])
-    cache = {}
-
-    def facts(instance=True):  # what an instance holds is looked at only when something failed
-        name = "facts" if instance else "static"
-        if name not in cache:
-            cache[name] = _code_facts(exercise, student, inputs if instance else None)
-        return cache[name]
-
-    def reference():
-        if "expected" not in cache:
-            cache["expected"] = expected if expected is not None else _to_cpu64(
-                exercise.reference(*inputs64.values()))
-        return cache["expected"]
-
-    def explain(actual=None, error=None):
-        return diagnose(exercise, inputs64_dev, actual, error, tol, facts=facts(),
-                        expected=reference(), names=names)
-
-    notes = ()
-    used = diagnosis.shortcut(exercise, facts(instance=False), shortcuts.forbidden(config))
-    if used and graded:
-        raise CheckError(shortcut_message(label, used), finding="shortcut")
-    if used:
-        notes = (f"note: {used} does the whole exercise; it passes here, but a graded run gives "
-                 "this check no points.",)
-    first = True
+    case = prepare_case(exercise, student, focus, hidden=hidden, seed=seed, device=device,
+                        dtype=dtype, fixed=fixed)
+    case.used = diagnosis.shortcut(case.exercise, case.facts(instance=False), shortcuts.forbidden(config))
     try:
-        out = _call_student(exercise, student, inputs)
-        first = False
-        try:
-            out = _check_tensor(exercise, out, inputs, shape_info)
-        except CheckError as err:
-            found = explain(_safe_cpu64(out))
-            raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found) or err.finding,
-                             finding_name=err.finding_name) from None
-        ctx = Context(exercise, student, inputs, _to_cpu64(out), tol, facts)
-        # a values check shows the smallest failing case
-        case = lambda: _picture_case(exercise, key, student, inputs64, dev, dtype, tol, ctx.out,
-                                      reference(), name) if spec.values else None
-        baseline = diagnosis.trivial(exercise, _cpu(inputs64), ctx.out, ctx.close)
-        if baseline:
-            found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
-            raise CheckError(diagnosis.trivial_message(exercise, baseline) + _named(found), finding="trivial")
-        ignored = _no_attention(exercise, ctx)
-        if isinstance(ignored, tuple):  # (message, finding): not a missing attention, a named mistake
-            raise CheckError(ignored[0], finding=ignored[1])
-        if ignored:
-            found = diagnose(exercise, inputs64_dev, ctx.out, tol=tol, analyse=False)
-            raise CheckError(diagnosis.no_attention_message(exercise, ignored) + _named(found),
-                             finding=_finding_key(found) or "trivial")
-        for inv in spec.invariants:
-            try:
-                problem = inv.fn(ctx)
-            except stored.NotShipped:  # the student bundle cannot judge this one: say nothing
-                problem = None
-            except CheckError as err:  # a run on changed inputs went wrong (NaN, a shape)
-                found = explain(ctx.out) if err.finding is None else None  # what the check's own output shows
-                if found is None and err.finding is None and "NaN/inf" in str(err) and _close(ctx.out, reference(), tol):
-                    found = diagnosis.overflow_finding(exercise)
-                if found is None:
-                    raise
-                raise CheckError(f"{err}{_named(found)}", finding=_finding_key(found)) from None
-            if isinstance(problem, tuple):  # (message, finding): the invariant names the mistake itself
-                raise CheckError(problem[0], finding=problem[1])
-            if problem:
-                found = explain(ctx.out)
-                raise CheckError(problem + _named(found), finding=_finding_key(found), case=case())
-        if spec.values:
-            # the test of torch.testing.assert_close (out is finite here); its first call
-            # imports torch.distributed, about 1 s of CPU in a notebook's first values check
-            if not _close(ctx.out, reference(), tol):
-                found = explain(ctx.out)
-                raise CheckError(f"values differ from the reference: "
-                                 f"{largest_difference(ctx.out, reference())}{_named(found)}",
-                                 finding=_finding_key(found), case=case()) from None
-    except _Mutated as mutated:
-        right = None
-        if first and isinstance(mutated.out, torch.Tensor) and tuple(mutated.out.shape) == tuple(shape_info[0]):
-            right = _close(_to_cpu64(mutated.out), reference(), tol)
-        raise CheckError(f"{label}\n  {diagnosis.mutation_message(name, mutated.changed, facts(), right)}",
-                         finding="input_mutation") from None
-    except _StudentError as wrapped:
-        # a call that ran out of time or sent no readable answer says nothing about sizes
-        plain = isinstance(wrapped.err, RemoteError) and wrapped.err.type_name in GRADING_ERRORS
-        found = None if plain else explain(error=wrapped.err)
-        raise CheckError(f"{label}\n  {_describe_exception(wrapped.err)}{_named(found)}",
-                         finding=_finding_key(found)) from None
-    except _ParameterError as err:
-        found = diagnosis.parameter_finding(err.fields.get("expected") or {},
-                                            err.fields.get("yours") or {}, facts(), used)
-        if found is not None and found.key == "bias":  # the message asks about it already
-            raise CheckError(f"{label}\n  {err}", finding=found.key) from None
-        text = "\n".join(str(err).splitlines()[:3])
-        raise CheckError(f"{label}\n  {text}{_named(found)}", finding=_finding_key(found)) from None
-    except CheckError as err:
-        if not quiet and err.case is not None and _in_kernel():
-            _show_png(err.picture)
-        raise CheckError(f"{label}\n  {err}", finding=err.finding, case=err.case,
-                         finding_name=err.finding_name) from None
-    note = diagnosis.globals_note(facts(instance=False)) if not graded else None
+        if case.used and graded:
+            raise _Shortcut(detail=case.used)
+        ctx = _checked_output(case)
+        _check_attends(case, ctx)
+        _check_invariants(case, ctx)
+        if case.focus.values:
+            _check_values(case, ctx)
+    except _FAILED as err:
+        raise _failure(case, err, quiet) from None
+    return _passed(case, graded, quiet)
+
+
+def _passed(case, graded, quiet):
+    """The passed check's result, with its notes, printed with a tick unless quiet."""
+    notes = ()
+    if case.used:
+        notes = (f"note: {case.used} does the whole exercise; it passes here, but a graded run gives "
+                 "this check no points.",)
+    note = diagnosis.globals_note(case.facts(instance=False)) if not graded else None
     notes += (note,) if note else ()
-    note = diagnosis.passing_note(exercise, inputs, facts)
+    note = diagnosis.passing_note(case.exercise, case.inputs, case.facts)
     notes += (note,) if note else ()
     if not quiet:
-        print(f"\u2713 {label}" + "".join(f"\n  {note}" for note in notes))
-    return CheckResult(label, notes)
+        print(f"\u2713 {case.label}" + "".join(f"\n  {note}" for note in notes))
+    return CheckResult(case.label, notes)
 
 
 def _unwritten(exercise, ctx, again):
@@ -676,7 +863,11 @@ def _no_attention(exercise, ctx):
 def shortcut_message(label, used):
     """What a graded check says when the student's code uses a function that does the whole
     exercise (found by the in-kernel watch, or in the source by the grading process)."""
-    return (f"{label}\n  uses {used}, which does the whole exercise: a graded run gives this "
+    return f"{label}\n  {shortcut_text(used)}"
+
+
+def shortcut_text(used):
+    return (f"uses {used}, which does the whole exercise: a graded run gives this "
             "check no points.\n  Write the computation out yourself.")
 
 

@@ -327,6 +327,7 @@ def code_facts(obj, call=None):
       binary operators it uses (//, @, ...); discarded: out-of-place methods (masked_fill,
       ...) called in a statement that keeps no result;
     - builtins: the Python builtins it calls or reads (max, sum, ...);
+    - home: the module the code is defined in (a notebook's is __main__);
     - helpers: the functions and classes of the same notebook it calls, whose code is
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
@@ -363,7 +364,7 @@ def code_facts(obj, call=None):
                 helpers.append(name)
                 todo.append(value)
     facts = {"kind": "class" if isinstance(obj, type) else "function",
-             "name": str(getattr(obj, "__name__", "")), "globals": glob,
+             "name": str(getattr(obj, "__name__", "")), "home": str(home), "globals": glob,
              **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded", "builtins")},
              "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"]}
     if isinstance(obj, type) and call is not None and call.get("kind") == "module":

@@ -18,7 +18,6 @@ only those notebooks (the ones released so far), so a later notebook's given cod
 handed out early. `make lab` in the bundle installs and opens it.
 """
 import argparse
-import importlib.util
 import shutil
 import sys
 from dataclasses import replace
@@ -61,14 +60,6 @@ def _mistake_names():
 
 # --- recording ---------------------------------------------------------------------------
 
-def _load_answers():
-    """tests/answers.py: correct answers written as a student would, and student_from()."""
-    spec = importlib.util.spec_from_file_location("_course_answers", ROOT / "tests" / "answers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _recorder(table, name, fn):
     def recorded(*args, **kwargs):
         key = stored.call_key(name, args, kwargs)  # before the call, as the lookup does
@@ -105,11 +96,10 @@ def record():
     the answers, running each check on a correct answer and on every catalogued mistake,
     plus the reference on every crop a failing check may show; and under stored.LISTING,
     what was stored."""
-    from grader.answers import course_answers
+    from grader.answers import correct as students, course_answers
     from grader.checks import core, diagnosis
     from grader.checks.exercises import EXERCISES
 
-    students = _load_answers()
     table = {}
     course = course_answers()
     recording, table[stored.LISTING] = _recording(table, course)

@@ -207,13 +207,16 @@ def refine(mistake, facts):
 def shortcut(exercise, facts, forbidden):
     """The name of a function forbidden in the exercise (shortcuts.listed: forbidden is the
     instructor's table, or None), or from the course's own grader, that the student's code
-    uses, or None."""
+    uses, or None. A function defined where the student's code is (its home: a notebook's
+    __main__) is the student's own, whatever that module is called."""
     if not facts:
         return None
     names = shortcuts.listed(exercise, forbidden)
     attrs = _attrs(facts)
+    home = facts.get("home", "__main__")
     for name, d in _globals(facts).items():
-        if d.get("type") in ("function", "class") and str(d.get("module", "")).startswith("grader"):
+        if d.get("type") in ("function", "class") and str(d.get("module", "")).startswith("grader") \
+                and d.get("module") != home:
             return f"{name} (from the course's {d['module']})"
     for full in names:
         last = full.split(".")[-1]
@@ -221,6 +224,6 @@ def shortcut(exercise, facts, forbidden):
             return full
         for name, d in _globals(facts).items():
             if d.get("type") in ("function", "class") and (d.get("name") == last or name == last) \
-                    and d.get("module") != "__main__":  # not the student's own function of that name
+                    and d.get("module") != home:  # not the student's own function of that name
                 return full
     return None

@@ -1,5 +1,7 @@
-"""Correct answers written the way a student would, and helpers that turn a catalogued
-mistake into a student's function or module, for testing the checks."""
+"""Correct answers written the way a student would, and student_from(), which turns a
+catalogued mistake into a student's function or module: the student bundle records the
+visible checks' outputs on them (grader/instructor/bundle.py), and the tests check the
+checks with them. Like the rest of grader/answers/, never shipped to students."""
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
