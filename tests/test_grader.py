@@ -223,15 +223,21 @@ def test_exercise_keys_match_the_exercises():
     assert all(EXERCISES[key].key == key for key in EXERCISES)
 
 
-def test_an_exercise_the_key_list_lacks_is_refused_by_name():
+def test_the_keys_are_read_from_the_exercise_modules(tmp_path):
+    """A key comes from its notebook module's EXERCISES, in NOTEBOOKS' order; one written
+    so that it cannot be read without importing the module is refused by name."""
+    from grader.checks.exercise_keys import read_keys
     from grader.checks.exercises import _keyed
 
-    defined = dict(EXERCISES, extra=EXERCISES["head"])
-    with pytest.raises(LookupError, match="defined but not listed: extra"):
-        _keyed(defined)
-    defined = {key: ex for key, ex in EXERCISES.items() if key != "gpt"}
-    with pytest.raises(LookupError, match="no Exercise defined for gpt"):
-        _keyed(defined)
+    (tmp_path / "__init__.py").write_text("NOTEBOOKS = (second, first)\n")
+    (tmp_path / "first.py").write_text("import torch\nEXERCISES = {'a': make('a'), 'b': make('b')}\n")
+    (tmp_path / "second.py").write_text("EXERCISES = {\n    'c': Exercise(),\n}\nEXERCISES['d'] = Exercise()\n")
+    assert read_keys(tmp_path) == ("c", "d", "a", "b")
+    (tmp_path / "second.py").write_text("KEY = 'c'\nEXERCISES = {KEY: Exercise()}\n")
+    with pytest.raises(LookupError, match="second.py: EXERCISES must be a dict written with string keys"):
+        read_keys(tmp_path)
+    with pytest.raises(LookupError, match="not the keys read from"):
+        _keyed(dict(EXERCISES, extra=EXERCISES["head"]))
 
 
 def test_the_exercise_keys_are_read_without_torch():

@@ -12,20 +12,17 @@ NOTEBOOKS = (bag_of_words, tril_matmul, masked_softmax, single_head, scaled_atte
              transformer_block, attention_at_scale)
 
 
-
 def _keyed(defined):
-    """The definitions in the order of EXERCISE_KEYS, each knowing its key and its catalogued
-    mistakes (from the answers, grader/answers/mistakes.py); a key without a definition, or a
-    definition whose key grader/checks/exercise_keys.py does not list, is an error."""
-    missing, unlisted = set(EXERCISE_KEYS) - set(defined), set(defined) - set(EXERCISE_KEYS)
-    problems = [f"no Exercise defined for {', '.join(sorted(missing))}"] if missing else []
-    problems += [f"defined but not listed: {', '.join(sorted(unlisted))}"] if unlisted else []
-    if problems:
-        raise LookupError("grader/checks/exercise_keys.py lists the exercises: " + "; ".join(problems))
+    """The definitions in the order of EXERCISE_KEYS (read from these modules' files by
+    grader/checks/exercise_keys.py), each knowing its key and its catalogued mistakes (from
+    the answers, grader/answers/mistakes.py); keys that disagree with the files are an error."""
+    if tuple(defined) != EXERCISE_KEYS:
+        raise LookupError(f"the exercises defined ({', '.join(defined)}) are not the keys read from "
+                          f"grader/checks/exercises/ ({', '.join(EXERCISE_KEYS)})")
     for key, exercise in defined.items():
         exercise.key = key
         exercise.mistakes = registry.Catalogue(key)
-    return {key: defined[key] for key in EXERCISE_KEYS}
+    return dict(defined)
 
 
 EXERCISES = _keyed({key: exercise for notebook in NOTEBOOKS for key, exercise in notebook.EXERCISES.items()})
