@@ -387,3 +387,30 @@ def test_a_tail_never_written_is_named_so_whatever_the_memory_held(garbage):
     first[:, :, 0] = float("nan")
     found = analyse(exercise, inp, actual=first, expected=expected, close=close, names=names)
     assert found is None or found.key != "unwritten", found
+
+
+def test_nan_in_the_other_dtype_of_an_already_wrong_output_is_not_blamed_on_dtypes():
+    """The output check runs the code with float64 inputs too. An answer whose tail is never
+    written holds NaN in one run and finite leftovers in the other, as the memory happens
+    to: the dtype is not the cause, so the output check does not say it is (the values
+    check names what is wrong); an answer right in float32 whose float64 run gives NaN is
+    still told to follow its inputs' dtype."""
+    reference = CORRECT["tiled_attention"]
+
+    def tail_left(q, k, v, tile_size):
+        out = reference(q, k, v, tile_size)
+        out[:, :, -3:] = float("nan") if q.dtype == torch.float64 else 123.0
+        return out
+
+    def float32_only(q, k, v, tile_size):
+        out = reference(q, k, v, tile_size)
+        return out if q.dtype == torch.float32 else out * float("nan")
+
+    exercise = EXERCISES["tiled_attention"]
+    run_check(exercise, tail_left, "output", quiet=True)
+    with pytest.raises(CheckError) as err:
+        run_check(exercise, tail_left, "values", quiet=True)
+    assert err.value.finding != "follows_inputs"
+    with pytest.raises(CheckError) as err:
+        run_check(exercise, float32_only, "output", quiet=True)
+    assert err.value.finding == "follows_inputs" and "dtype=x.dtype" in str(err.value)
