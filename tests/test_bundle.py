@@ -16,6 +16,8 @@ from grader.answers import course_answers
 from grader.checks import stored
 from grader.instructor import bundle, notebooks
 
+pytestmark = pytest.mark.xdist_group("bundle")  # one build (about 10 s of CPU) for the whole module
+
 REPO = Path(__file__).resolve().parent.parent
 TOP_LEVEL = {"README.md", "Makefile", "install.mk", "pyproject.toml", "requirements.txt",
              "requirements.lock", ".gitignore", "notebooks", "notebook_helpers", "data", "grader"}

@@ -98,6 +98,24 @@ def test_the_channel_code_is_sent_to_a_kernel_once(kernel):
     assert all(len(code) < source_size // 4 for code in sent[1:])
 
 
+@pytest.mark.parametrize("focus", ["output", "values"])
+def test_a_name_the_notebook_does_not_define_costs_one_call_per_check(kernel, focus):
+    """Every call of a check and its facts fail at the lookup alike: the kernel is asked
+    once per check, and the message is the one JupyterLab's check gives for the name."""
+    run_code, sent, folder = kernel
+    channel = KernelChannel(run_code, folder)
+    evaluate(EXERCISES["head"], channel.student("Head"), "output", graded=True)  # installed
+    sent.clear()
+    graded = evaluate(EXERCISES["head"], channel.student("NoSuchHead"), focus, graded=True)
+    assert len(sent) == 1 and "NoSuchHead" in sent[0]
+    assert not graded.passed and "NameError" in graded.message and "NoSuchHead" in graded.message
+    sent.clear()  # a name defined later is seen by the next check: nothing is kept across checks
+    run_code("NoSuchHead = Head")
+    again = evaluate(EXERCISES["head"], channel.student("NoSuchHead"), focus, graded=True)
+    run_code("del NoSuchHead")
+    assert "NameError" not in again.message and again.mistake == "bias" and len(sent) > 2
+
+
 def _reply_with_pickle(path, pickle_bytes):
     """A torch.save-shaped zip whose data.pkl is the given pickle."""
     buf = io.BytesIO()

@@ -66,8 +66,12 @@ async def _ready_then_run(rounds):
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_ready_leaves_nothing_of_the_start_on_iopub_and_the_first_output_arrives(rounds):
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
-    asyncio.run(_ready_then_run(rounds))
+    # on a thread of its own: an earlier test in this process (nbclient's run_sync, say) may
+    # have left this thread's event loop marked as running, where asyncio.run refuses to start
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, _ready_then_run(rounds)).result()
 
 
 def test_graded_notebooks_use_it():

@@ -85,7 +85,7 @@ def grading_call(name, call_b64, reply_path, mode, namespace):
     student = namespace.get(name)
     if student is None:
         reply = {"error": {"type": "NameError", "message": f"name {name!r} is not defined",
-                           "line": None, "fields": {}}}
+                           "line": None, "fields": {"undefined": True}}}
     else:
         try:
             if mode == "facts":
@@ -290,14 +290,29 @@ class KernelChannel:
         self.counter = itertools.count()
 
     def student(self, name):
-        """The student's object as the checks see it (grader.checks.core.RemoteStudent)."""
+        """The student's object as the checks see it (grader.checks.core.RemoteStudent), for
+        one check. A name the notebook does not define stays undefined for the rest of the
+        check (no code of the student's runs while every call fails at the lookup), so the
+        kernel is asked once, not for each of the check's calls and facts."""
         from grader.checks.core import RemoteStudent
 
+        undefined = []
+
+        def ask(spec, mode):
+            if undefined:
+                raise undefined[0]
+            try:
+                return self.call(name, spec, mode=mode)
+            except RemoteError as err:
+                if err.type_name == "NameError" and err.fields.get("undefined") is True:
+                    undefined.append(err)
+                raise
+
         def call(spec):
-            out, student.changed = self.call(name, spec)
+            out, student.changed = ask(spec, "call")
             return out
 
-        student = RemoteStudent(name, call, lambda spec: self.call(name, spec, mode="facts"))
+        student = RemoteStudent(name, call, lambda spec: ask(spec, "facts"))
         return student
 
     def call(self, name, spec, mode="call"):

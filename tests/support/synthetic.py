@@ -101,11 +101,13 @@ VARIANTS = {
     "tampered_metadata": _with_test_cells(_tamper_metadata),
     "forged_plan": lambda root, a, n: _forge_plan_of(_edit_solutions(lambda s: s.replace("dim=-1", "dim=-2"))(root, a, n)),
     "kernel_death": _edit_solutions(lambda s: "import os\nos._exit(1)\n" + s),
-    # Displays 64 MiB outputs without end: the kernel sends each one and survives, but the
-    # process that runs the notebook keeps every output, so the grading worker runs out
-    # of memory (printing instead would pile up in the kernel's own output buffer).
+    # Displays 256 MiB outputs without end: the kernel sends each one and survives, but the
+    # process that runs the notebook receives and decodes each message whole before it can
+    # cut it (grader.grading.bounds), so a grading worker with a small memory limit runs
+    # out of memory within a few messages (printing instead would pile up in the kernel's
+    # own output buffer).
     "output_flood": _edit_solutions(
-        lambda s: 'from IPython.display import display\nblock = {"text/plain": "x" * 2**26}\n'
+        lambda s: 'from IPython.display import display\nblock = {"text/plain": "x" * 2**28}\n'
                   'while True:\n    display(block, raw=True)\n' + s),
 }
 
