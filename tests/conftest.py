@@ -27,8 +27,8 @@ def db_scores(root, assignment=CLASS_ASSIGNMENT):
         return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
 
 
-CLASS_CALL_TIMEOUT = 3  # seconds per call of the student's code: short, for the sleeping answers
-CLASS_CELL_TIMEOUT = 8  # seconds per cell (the course's is 60; an honest cell of 05 needs under 2): the given cell that calls a hanging answer
+CLASS_CALL_TIMEOUT = 2  # seconds per call of the student's code (an honest call needs milliseconds): short, for the looping and sleeping answers
+CLASS_CELL_TIMEOUT = 5  # seconds per cell (the course's is 60; an honest cell of 05 needs under 0.5): the given cell that calls a hanging answer
 SECRET_ENV = "COURSE_INSTRUCTOR_SECRET"  # set in the grading process; must never reach a student
 
 

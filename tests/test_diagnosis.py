@@ -352,7 +352,7 @@ def test_grading_refuses_shortcuts_and_inputs_changed_in_place(tmp_path):
         folder.mkdir(parents=True)
         nbformat.write(synthetic.answered(root, a, a, edit=lambda gid, src, code=code: code),
                        folder / f"{a}.ipynb")
-    Grading(root, jobs=2, budget=90).run(progress=False)
+    Grading(root, jobs=1, budget=90).run(progress=False)
     for student in answers:
         outcomes = Status(root).get(student, a)["notebooks"][a]["outcomes"]
         failed = [outs[-1] for outs in outcomes.values()]
