@@ -44,6 +44,7 @@ $(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
 	$(PIP) --no-deps -r $(LOCK)  # an environment installed before: brought to the locked versions
 	$(PIP) --no-deps -e .
 	$(REMOVE_UNUSED)
+	$(COMPILE)
 	$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 	$(PY) -m grader.isolation install
 	@touch $@

@@ -57,6 +57,20 @@ def test_markdown_keeps_no_active_content_and_no_request(source):
     assert not any(ACTIVE.search(t) for t in tags), text
 
 
+def test_a_cell_seen_again_is_sanitised_as_the_first_time_and_by_the_settings_of_the_time():
+    """A grading worker keeps what it made of each markdown cell (the release's cells come
+    back in every submission): the same text gives the same page, hostile text too, and a
+    change of the allowed tags is not answered from what was kept."""
+    cells = [*HOSTILE_MARKDOWN, "Plain *text* with $x^2$"]
+    first = [c.source for c in sanitized(markdown_notebook(*cells)).cells]
+    again = [c.source for c in sanitized(markdown_notebook(*cells)).cells]
+    assert first == again
+    assert not any(ACTIVE.search(t) for text in again for t in re.findall(r"<[^>]*>", text))
+    fewer = NoActiveContent(tags=["p"])
+    text = fewer.preprocess(markdown_notebook("Plain *text*"), {})[0].cells[0].source
+    assert "<em>" in first[-1] and "<em>" not in text and "&lt;em&gt;" in text
+
+
 def test_image_sizes_and_file_names_in_output_metadata_cannot_reach_the_page():
     nb = output_notebook(display({"image/png": PNG, "text/plain": "plot"},
                                  {"image/png": {"width": "1 onerror=alert(1)", "height": 40},

@@ -66,3 +66,48 @@ def test_only_the_throwaway_gradebook_skips_waiting_for_the_disk(tmp_path):
     finally:
         submission._SCRATCH.discard(str(scratch))
     assert modes == {"grade-x": 0, "course": 2}, modes
+
+
+def test_scratch_gradebooks_keep_their_engine_and_never_the_last_submissions_data(tmp_path, monkeypatch):
+    """Each submission's throwaway course is at the same path of its worker thread, and
+    nbgrader's Gradebooks on it share one SQLAlchemy engine (its compiled statements kept
+    from one submission to the next); the next submission's gradebook is a new file, and
+    nothing of the last one is read from it. Any other gradebook gets engines of its own."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    from grader.grading import submission
+
+    import os
+    import sys
+
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # alembic
+    with Gradebook(f"sqlite:///{tmp_path / 'course.db'}"):  # the course's, copied for each submission
+        pass
+    submission._scratch_gradebooks()
+    engines, seen = [], []
+    for student in ("ada", "bo"):
+        course = submission._scratch_course()
+        submission._SCRATCH.add(str(course))
+        try:
+            (course / "gradebook.db").write_bytes((tmp_path / "course.db").read_bytes())
+            for _ in range(2):  # nbgrader opens several per submission
+                with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+                    engines.append(gb.engine)
+                    seen.append(sorted(s.id for s in gb.students))
+                    if not seen[-1]:
+                        gb.add_student(student)
+        finally:
+            submission._close_scratch_engines(course)
+            submission._SCRATCH.discard(str(course))
+            shutil.rmtree(course)
+    assert seen == [[], ["ada"], [], ["bo"]]  # the second submission starts from an empty gradebook
+    assert all(e is engines[0] for e in engines)
+    assert len(engines[0]._compiled_cache) > 0
+
+    own = []
+    for _ in range(2):
+        with Gradebook(f"sqlite:///{tmp_path / 'course.db'}") as gb:
+            own.append(gb.engine)
+    assert own[0] is not own[1] and engines[0] not in own

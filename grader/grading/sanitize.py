@@ -133,10 +133,15 @@ class NoActiveContent(SanitizeHTML):
                      css_sanitizer=CSSSanitizer(allowed_css_properties=[]))
 
     def _markdown(self, text, attachments=None):
-        from nbconvert.filters.markdown_mistune import InvalidNotebook
-
         if not text.strip():
             return text
+        if not attachments:  # most cells: the release's own text, the same in every submission
+            return _cached_markdown(self, text if isinstance(text, str) else "".join(text))
+        return self._render_markdown(text, attachments)
+
+    def _render_markdown(self, text, attachments=None):
+        from nbconvert.filters.markdown_mistune import InvalidNotebook
+
         attachments = attachments or {}
         # a reference to an attachment that is not there (removed above) is no image
         text = re.sub(r"attachment:([^\s)\"'>]+)",
@@ -166,6 +171,19 @@ class NoActiveContent(SanitizeHTML):
                 plain = plain if isinstance(plain, str) else "".join(plain)
                 data["text/plain"] = f"{plain}\n{note}" if plain else note
         return outputs
+
+
+_MARKDOWN = {}  # (settings, text) -> the sanitised cell: a grading worker sees the same cells again
+
+
+def _cached_markdown(sanitizer, text):
+    """sanitizer._render_markdown(text) for a cell without attachments, kept per settings."""
+    key = (tuple(sanitizer.tags), sanitizer.attributes, sanitizer.strip, sanitizer.strip_comments, text)
+    if key not in _MARKDOWN:
+        if len(_MARKDOWN) >= 2048:
+            _MARKDOWN.clear()
+        _MARKDOWN[key] = sanitizer._render_markdown(text)
+    return _MARKDOWN[key]
 
 
 def markdown2html_text(text, attachments=None):

@@ -14,11 +14,13 @@ files. It never writes the course's gradebook or status: the caller merges resul
 It can therefore run anywhere the course's environment is installed: in this process,
 in a worker process, or on another machine of a cluster.
 """
+import atexit
 import os
 import re
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,9 +248,16 @@ def _scratch_gradebooks():
     """The gradebook of a throwaway course folder is read back once and deleted: nbgrader's
     sessions on it need not wait for the disk (about 30 commits per submission, each an
     fsync of a few milliseconds, more on a slow or network disk). The course's own
-    gradebook, written by the merge, keeps SQLite's default durability."""
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
+    gradebook, written by the merge, keeps SQLite's default durability.
+
+    nbgrader makes a SQLAlchemy engine for each of the ten or so `Gradebook`s a submission
+    opens, and an engine's statement cache is its own, so every submission compiled the
+    same statements again. Here one engine is kept per scratch gradebook's path (the same
+    path for every submission of a process's thread, see _scratch_course), and its
+    connections are closed when a submission is done, so the next one opens its own file."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import Engine, make_url
+    import nbgrader.api
 
     if getattr(_scratch_gradebooks, "done", False):
         return
@@ -264,6 +273,44 @@ def _scratch_gradebooks():
             dbapi_connection.execute("PRAGMA synchronous = OFF")
             dbapi_connection.execute("PRAGMA journal_mode = MEMORY")
 
+    def kept_engine(url, *args, **kwargs):
+        try:
+            path = make_url(url).database
+        except Exception:
+            path = None
+        if not path or os.path.dirname(path) not in _SCRATCH:
+            return create_engine(url, *args, **kwargs)
+        key = (str(url), args, tuple(sorted(kwargs.items())))
+        if key not in _ENGINES:
+            _ENGINES[key] = create_engine(url, *args, **kwargs)
+        return _ENGINES[key]
+
+    nbgrader.api.create_engine = kept_engine
+
+
+_ENGINES = {}  # scratch gradebook engines, kept from one submission to the next
+_BASE = []  # this process's folder for scratch courses (made once, unpredictable)
+
+
+def _scratch_course():
+    """The throwaway course folder of this process's thread, empty: the same path for each
+    of its submissions (one worker thread grades one submission at a time)."""
+    if not _BASE or not os.path.isdir(_BASE[0]):
+        _BASE[:] = [tempfile.mkdtemp(prefix="grading-")]
+        atexit.register(shutil.rmtree, _BASE[0], True)
+    course = Path(_BASE[0]) / f"course-{threading.get_ident()}"
+    shutil.rmtree(course, ignore_errors=True)
+    course.mkdir(mode=0o700)
+    return course
+
+
+def _close_scratch_engines(course):
+    """Close the pooled connections of the engines of a finished scratch course: the next
+    submission's gradebook is a new file at the same path."""
+    for (url, _, _), engine in _ENGINES.items():
+        if str(course) in url:
+            engine.dispose()
+
 
 def grade_submission(job):
     """Grade one submission in a course folder of its own; never raises for the student's
@@ -274,8 +321,8 @@ def grade_submission(job):
     if problem:
         result.reason = problem
         return result
-    course = Path(tempfile.mkdtemp(prefix="grade-"))
     _scratch_gradebooks()
+    course = _scratch_course()
     _SCRATCH.add(str(course))
     try:
         (course / "nbgrader_config.py").write_text(job.config)
@@ -309,6 +356,7 @@ def grade_submission(job):
         return result
     finally:
         result.elapsed = time.monotonic() - start
+        _close_scratch_engines(course)
         _SCRATCH.discard(str(course))
         shutil.rmtree(course, ignore_errors=True)
 

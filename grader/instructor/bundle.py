@@ -158,6 +158,7 @@ $(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
 \t$(PIP_INSTALL) -r requirements.txt
 \t$(PIP) --no-deps -e .
 \t$(REMOVE_UNUSED)
+\t$(COMPILE)
 \t$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 \t@touch $@
 """
