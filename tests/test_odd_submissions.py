@@ -83,7 +83,7 @@ def odd_class(tmp_path_factory):
             Path(os.fsdecode(os.path.join(os.fsencode(folder), ODD_NAME))).write_bytes(b"notes")
         else:
             _nest(folder / "deep", 1100)  # deeper than Python's recursion limit
-    summary = Grading(root, jobs=2, budget=CLASS_BUDGET).run(progress=False)
+    summary = Grading(root, jobs=1, budget=CLASS_BUDGET).run(progress=False)
     yield root, summary
     _remove(tmp)
 
