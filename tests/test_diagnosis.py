@@ -414,3 +414,18 @@ def test_nan_in_the_other_dtype_of_an_already_wrong_output_is_not_blamed_on_dtyp
     with pytest.raises(CheckError) as err:
         run_check(exercise, float32_only, "output", quiet=True)
     assert err.value.finding == "follows_inputs" and "dtype=x.dtype" in str(err.value)
+
+
+def test_a_position_table_indexed_by_token_ids_is_named_where_it_raises():
+    """Hidden draws where vocab_size > block_size make the position table looked up with the
+    token ids raise IndexError (nn.Embedding's "index out of range in self") instead of giving
+    wrong values: the message still says what to look up the table with."""
+    from grader.checks.diagnosis.errors import error_finding
+
+    found = error_finding("IndexError", "index out of range in self",
+                          {"B": 4, "T": 5, "vocab_size": 10, "block_size": 9})
+    assert found.key == "embedding_index"
+    assert "vocab_size - 1 = 9" in found.name and "block_size = 9 rows" in found.name
+    assert "torch.arange(T)" in found.hint
+    plain = error_finding("IndexError", "index out of range in self", {"B": 4, "T": 5})
+    assert plain.key == "embedding_index" and "token ids go up to" not in plain.name

@@ -96,6 +96,17 @@ def _index(m, ctx):
                    "loop over range(size) with the size read from the tensor's shape.")
 
 
+def _embedding_index(m, ctx):
+    if "block_size" in ctx.sz and ctx.sz.get("vocab_size", 0) > ctx.sz["block_size"]:
+        what = (f"an embedding table looked up past its last row: token ids go up to vocab_size - 1 = "
+                f"{ctx.sz['vocab_size'] - 1}, the position table has block_size = {ctx.sz['block_size']} rows")
+    else:
+        what = "an embedding table looked up past its last row"
+    return Finding("embedding_index", what,
+                   "token ids index the token table; the position table is looked up with the "
+                   "positions 0..T-1 (torch.arange(T) on idx's device), never with the token ids.")
+
+
 def _dim_range(m, ctx):
     lo, hi, got = map(int, m.groups())
     return Finding("dim_range", f"dim {got} of a tensor with {hi + 1} dims",
@@ -156,6 +167,7 @@ ERROR_RULES = (
             "after a transpose use .reshape(...) (or .contiguous().view(...)).")),
     (r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", _reshape),
     (r"index (\d+) is out of bounds for dimension (\d+) with size (\d+)", _index),
+    (re.escape("index out of range in self"), _embedding_index),  # nn.Embedding, F.embedding
     (r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", _dim_range),
     (r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
      r"\(expected (\d+)", _unpack),
