@@ -280,15 +280,16 @@ def _scratch_gradebooks():
             path = None
         if not path or os.path.dirname(path) not in _SCRATCH:
             return create_engine(url, *args, **kwargs)
+        kept = _ENGINES.setdefault(os.path.dirname(path), {})
         key = (str(url), args, tuple(sorted(kwargs.items())))
-        if key not in _ENGINES:
-            _ENGINES[key] = create_engine(url, *args, **kwargs)
-        return _ENGINES[key]
+        if key not in kept:
+            kept[key] = create_engine(url, *args, **kwargs)
+        return kept[key]
 
     nbgrader.api.create_engine = kept_engine
 
 
-_ENGINES = {}  # scratch gradebook engines, kept from one submission to the next
+_ENGINES = {}  # scratch course folder -> its gradebook engines, kept from one submission to the next
 _BASE = []  # this process's folder for scratch courses (made once, unpredictable)
 
 
@@ -307,9 +308,8 @@ def _scratch_course():
 def _close_scratch_engines(course):
     """Close the pooled connections of the engines of a finished scratch course: the next
     submission's gradebook is a new file at the same path."""
-    for (url, _, _), engine in _ENGINES.items():
-        if str(course) in url:
-            engine.dispose()
+    for engine in _ENGINES.get(str(course), {}).values():
+        engine.dispose()
 
 
 def grade_submission(job):

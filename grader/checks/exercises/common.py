@@ -127,12 +127,17 @@ def _follows_inputs(ctx):
     return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None) if meta else None
 
 
+def _reference64(exercise, inputs):
+    """The exercise's reference on these inputs, computed in float64 on the CPU."""
+    cpu64 = {k: (v.detach().to("cpu", torch.float64) if v.is_floating_point() else v.detach().cpu())
+             if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    return exercise.reference(*cpu64.values()).detach().to("cpu", torch.float64)
+
+
 def _wrong_already(ctx):
     """Whether the output of the check's own run differs from the float64 reference."""
-    cpu64 = {k: (v.detach().cpu().double() if v.is_floating_point() else v.detach().cpu())
-             if isinstance(v, torch.Tensor) else v for k, v in ctx.inputs.items()}
     try:
-        want = ctx.exercise.reference(*cpu64.values()).detach().to("cpu", torch.float64)
+        want = _reference64(ctx.exercise, ctx.inputs)
     except Exception:
         return False
     return not ctx.close(ctx.out, want)
@@ -141,16 +146,16 @@ def _wrong_already(ctx):
 def _float32_inside(ctx, inputs64):
     """An answer right in float32 that, given float64 inputs, is only float32-accurate:
     something inside it (a running maximum, a sum, a buffer) was created in float32."""
-    cpu64 = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
-    want = ctx.exercise.reference(*cpu64.values()).detach().to("cpu", torch.float64)
+    want = _reference64(ctx.exercise, inputs64)
     if not ctx.close(ctx.out, want):
         return None  # wrong already: the values check says how
     out = ctx.run(inputs64)
     tol64 = core_tolerance(inputs64)
     if torch.allclose(out, want, **tol64):
         return None
-    if "scores" in cpu64:  # a softmax: an error by the same factor in each row is no rounding
-        found = diagnosis.softmax_sum_finding(out, want, cpu64["scores"], lambda a, b: torch.allclose(a, b, **tol64))
+    if "scores" in inputs64:  # a softmax: an error by the same factor in each row is no rounding
+        found = diagnosis.softmax_sum_finding(out, want, inputs64["scores"].detach().cpu(),
+                                              lambda a, b: torch.allclose(a, b, **tol64))
         if found and found.key == "sum_epsilon":  # the other factors may be float32 rounding
             return (f"with float64 inputs your values differ from the float64 reference by up to "
                     f"{float((out - want).abs().max()):.2g}, every row by one factor.\n  Likely mistake: "
@@ -164,17 +169,14 @@ def _float32_inside(ctx, inputs64):
 def _stable(ctx):
     """Large scores must not overflow: the softmax of scores * 40 (up to a few hundred) is
     still a finite set of weights, and the reference's."""
-    cpu64 = lambda inputs: {k: v.detach().to("cpu", torch.float64) if isinstance(v, torch.Tensor) and
-                            v.is_floating_point() else v.cpu() if isinstance(v, torch.Tensor) else v
-                            for k, v in inputs.items()}
-    if not ctx.close(ctx.out, ctx.exercise.reference(*cpu64(ctx.inputs).values())):
+    if not ctx.close(ctx.out, _reference64(ctx.exercise, ctx.inputs)):
         return None  # wrong already at ordinary scores: the values check says how
     new = dict(ctx.inputs)
     new["scores"] = ctx.inputs["scores"] * 40
     biggest = float(new["scores"].abs().max())
     problem = ctx.try_run(new)
     if problem is None:
-        if ctx.close(ctx.run(new), ctx.exercise.reference(*cpu64(new).values())):
+        if ctx.close(ctx.run(new), _reference64(ctx.exercise, new)):
             return None
         problem = "the weights differ from the reference."
     return (f"with large scores (up to {biggest:.0f}) {problem.splitlines()[0]}\n"
