@@ -1,8 +1,10 @@
 """What a graded notebook keeps of its outputs is bounded in bytes: each output, each cell,
-the whole notebook, with a note where something was cut."""
+the whole notebook, with a note where something was cut; and a submitted notebook is read
+within bounds (cells, text, JSON nesting and size), else it needs attention with the reason."""
 import json
 
 import nbformat
+import pytest
 from nbformat.notebooknode import NotebookNode
 
 from grader.grading.bounds import OutputBounds, cut, output_size
@@ -79,3 +81,52 @@ def test_a_graded_run_keeps_a_bounded_notebook(tmp_path):
     assert second.startswith("line 0\n") and "output cut" in second
     assert len(second.encode()) <= 128 * KB + 2 * KB
     assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == "still here\n"
+
+
+# --- a submitted notebook is read within bounds ------------------------------------------------
+
+def _notebook_text(cells):
+    nb = nbformat.v4.new_notebook(cells=cells)
+    return nbformat.writes(nb)
+
+
+def test_a_notebook_of_twenty_thousand_cells_needs_attention_with_the_reason():
+    from grader.grading.submission import check_notebooks
+
+    text = _notebook_text([nbformat.v4.new_code_cell("pass") for _ in range(20_000)])
+    reason = check_notebooks({"05.ipynb": text.encode()}, ["05"])
+    assert reason == "05.ipynb is larger than a notebook may be: it has 20,000 cells; a notebook may have at most 500"
+
+
+def test_a_notebook_of_nested_markup_over_the_bounds_needs_attention_with_the_reason():
+    """The issue's 5.3 MB notebook of nested <div> cells (it held a worker 20 minutes)."""
+    from grader.grading.submission import check_notebooks
+
+    cell = "<div>" * 20_000 + "x" + "</div>" * 20_000  # 220 KB
+    text = _notebook_text([nbformat.v4.new_markdown_cell(cell) for _ in range(24)])
+    assert len(text) > 5_000_000
+    reason = check_notebooks({"05.ipynb": text.encode()}, ["05"])
+    assert reason == ("05.ipynb is larger than a notebook may be: its cells hold 5.0 MiB of text; a notebook "
+                      "may hold at most 2.0 MiB")
+
+
+@pytest.mark.parametrize("build,words", [
+    (lambda: '{"cells": [], "metadata": {"x": ' + "[" * 5000 + "]" * 5000 + "}}", "nested more than 64 deep"),
+    (lambda: '{"cells": [], "metadata": {"x": ' + "[" * 70 + "]" * 70 + "}}", "nested more than 64 deep"),
+    (lambda: '{"cells": [], "metadata": {"x": [' + ",".join(["0"] * 20_001) + "]}}", "more than 20,000 values"),
+    (lambda: _notebook_text([nbformat.v4.new_code_cell("x = 1\n" * 100_000)]), "cell 1 holds"),
+])
+def test_json_nested_or_counted_beyond_the_bounds_is_refused_unread(build, words):
+    from dataclasses import replace
+
+    from grader.grading.bounds import LIMITS, too_large
+
+    assert words in too_large(build(), replace(LIMITS, values=20_000))
+
+
+def test_the_course_notebooks_are_well_within_the_bounds():
+    from grader.grading.bounds import too_large
+    from grader.grading.layout import ROOT
+
+    for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        assert too_large(path.read_text()) is None, path

@@ -90,3 +90,37 @@ def test_flags_quote_no_markup_from_a_forged_cell():
         "solution": "<b>yes</b>"}}))
     text = " ".join(f.text() for f in changes(nb, source()))
     assert text and "<" not in text and ">" not in text
+
+
+BAD_ID = 'zz"><img src=x onerror=alert(1)>'
+
+
+def test_a_cell_id_that_breaks_the_format_is_repaired_and_flagged():
+    """nbconvert validates the notebook after each preprocessor: FlagTampering, the first,
+    gives the cell a new id by nbformat's own normalisation, so the notebook is graded."""
+    from grader.grading.tamper import FlagTampering
+
+    nb = synthetic.answered(ROOT, A, A)
+    ids = [c.get("id") for c in nb.cells]
+    nb.cells[3]["id"] = BAD_ID
+    nb.cells[5]["id"] = ids[4]  # and a duplicate, which the same normalisation makes unique
+    with pytest.raises(nbformat.ValidationError):
+        nbformat.validate(copy.deepcopy(nb))
+    resources = {"nbgrader": {"assignment": A, "notebook": A}}
+    tamper = FlagTampering(config=layout.load_config(ROOT))
+    nb, _ = tamper.preprocess(nb, resources)
+    nbformat.validate(nb)
+    assert nb.cells[3]["id"] not in (BAD_ID, ids[3]) and len({c["id"] for c in nb.cells}) == len(nb.cells)
+    flags = nb.metadata["grading"]["tampering"]
+    assert [(f["kind"], f["cell"]) for f in flags] == [("cell_id", 3)]
+    assert "<" not in flags[0]["quote"] and "zz" in flags[0]["quote"]
+
+
+def test_a_notebook_over_the_bounds_is_refused_by_every_way_of_grading():
+    """nbgrader autograde and the formgrader run FlagTampering first too."""
+    from grader.grading.tamper import FlagTampering, NotebookTooLarge
+
+    nb = synthetic.answered(ROOT, A, A)
+    nb.cells += [nbformat.v4.new_code_cell("pass") for _ in range(600)]
+    with pytest.raises(NotebookTooLarge, match="623 cells; a notebook may have at most 500"):
+        FlagTampering().preprocess(nb, {})

@@ -1,4 +1,14 @@
-"""Bounds on what a graded notebook keeps of its outputs, in bytes.
+"""Bounds on a submitted notebook, and on what a graded notebook keeps of its outputs.
+
+A submitted notebook is read only within NotebookLimits: its JSON nested at most
+`depth` deep and at most `values` values, at most `cells` cells, at most `source`
+characters of cell sources in all and `cell_source` in one cell. Over a bound, the
+notebook is that student's "needs attention" with the reason (too_large), before anything
+else reads or runs it: every trusted-side step (the scan, the tamper comparison, the
+sanitiser, rendering) then works on a notebook of bounded size, and the kernel runs a
+bounded number of cells.
+
+Outputs:
 
 nbgrader's LimitOutput counts lines, so one long line (a student printing 300 MB) would
 pass whole into the autograded notebook, the gradebook's view of it and the feedback
@@ -13,7 +23,74 @@ from dataclasses import dataclass, field
 from nbformat.notebooknode import NotebookNode
 
 MiB = 2**20
+KiB = 2**10
 FRAME = 128  # bytes of an output besides its text (keys, type, stream name)
+
+
+@dataclass(frozen=True)
+class NotebookLimits:
+    """What a submitted notebook may hold (the course's largest has 45 cells and 33,000
+    characters of source: each bound is ten times and more what a student needs)."""
+    cells: int = 500
+    source: int = 2 * MiB  # characters of all the cells' sources
+    cell_source: int = 512 * KiB  # characters of one cell's source
+    depth: int = 64  # nesting of its JSON
+    values: int = 2_000_000  # JSON values (every string, number, list and dict)
+
+
+LIMITS = NotebookLimits()
+
+
+def json_problem(data, limits=LIMITS):
+    """Why parsed JSON is over the bounds (nesting, number of values), or None."""
+    todo, count = [(data, 0)], 0
+    while todo:
+        value, depth = todo.pop()
+        count += 1
+        if depth > limits.depth:
+            return f"its JSON is nested more than {limits.depth} deep"
+        if count > limits.values:
+            return f"its JSON holds more than {limits.values:,} values"
+        if isinstance(value, dict):
+            todo.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            todo.extend((v, depth + 1) for v in value)
+    return None
+
+
+def cells_problem(nb, limits=LIMITS):
+    """Why a notebook (nbformat NotebookNode or dict) holds more than a student's notebook
+    may (cells, characters of source), or None."""
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        return None
+    if len(cells) > limits.cells:
+        return f"it has {len(cells):,} cells; a notebook may have at most {limits.cells:,}"
+    total = 0
+    for index, cell in enumerate(cells):
+        source = cell.get("source", "") if isinstance(cell, dict) else ""
+        size = len(source) if isinstance(source, str) else sum(len(s) for s in source if isinstance(s, str))
+        if size > limits.cell_source:
+            return (f"cell {index + 1} holds {_human(size)} of text; a cell may hold at most "
+                    f"{_human(limits.cell_source)}")
+        total += size
+    if total > limits.source:
+        return f"its cells hold {_human(total)} of text; a notebook may hold at most {_human(limits.source)}"
+    return None
+
+
+def too_large(text, limits=LIMITS):
+    """Why a submitted notebook's text is over the bounds, or None (json.loads itself
+    refuses nesting deeper than Python's recursion allows)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        return f"its JSON is nested more than {limits.depth} deep"
+    except ValueError:
+        return None  # not JSON: the reader says so
+    return json_problem(data, limits) or cells_problem(data, limits)
 
 
 @dataclass

@@ -142,6 +142,8 @@ def check_notebooks(files, notebooks):
     """Why the submitted notebooks cannot be graded as they are, or None."""
     import nbformat
 
+    from grader.grading import bounds
+
     present = sorted(p for p in files if p.endswith(".ipynb") and "/" not in p)
     for name in notebooks:
         data = files.get(f"{name}.ipynb")
@@ -152,8 +154,12 @@ def check_notebooks(files, notebooks):
             return f"{name}.ipynb is missing from the submission"
         if not data:
             return f"{name}.ipynb is empty (0 bytes)"
+        text = data.decode("utf-8", errors="replace")
+        problem = bounds.too_large(text)
+        if problem:
+            return f"{name}.ipynb is larger than a notebook may be: {problem}"
         try:
-            nb = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
+            nb = nbformat.reads(text, as_version=4)
         except Exception as err:
             return f"{name}.ipynb is not a readable notebook: {str(err).splitlines()[0][:200]}"
         if not nb.cells:
