@@ -130,3 +130,37 @@ def test_the_course_notebooks_are_well_within_the_bounds():
 
     for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
         assert too_large(path.read_text()) is None, path
+
+
+def test_a_message_over_the_bound_is_refused_unread_and_the_notebook_says_so(tmp_path):
+    """Code that goes around the kernel's own bounds and sends a 20 MB message itself, on
+    IOPub and on the shell channel: the grading process's sockets refuse it before reading
+    it (its memory stays small), connect again, and the cells say an output was dropped;
+    the cells after it run and are read as usual. An exception with a 30 MB message is cut
+    in the kernel."""
+    import resource
+
+    from grader.grading.execute import GradingExecute
+    from grader.grading.kernel_client import DROPPED
+
+    send = ("k = get_ipython().kernel\nk.session.send({socket}, {kind!r}, {{'name': 'stdout', 'status': 'ok', "
+            "'text': 'x' * 20_000_000}}, parent=k.get_parent(){ident})\n")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(send.format(socket="k.iopub_socket", kind="stream", ident="")),
+        nbformat.v4.new_code_cell("print('still here')"),
+        nbformat.v4.new_code_cell(send.format(socket="k.shell_stream", kind="execute_reply",
+                                              ident=", ident=k._parent_ident['shell']")),
+        nbformat.v4.new_code_cell("raise ValueError('y' * 30_000_000)"),
+        nbformat.v4.new_code_cell("print('the end')"),
+    ])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    ex = GradingExecute(kernel_name="python3", timeout=120)
+    nb, _ = ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    text = ["".join(o.get("text", "") + o.get("evalue", "") for o in cell.outputs) for cell in nb.cells]
+    assert "output dropped unread: the kernel sent a message of more than 16.0 MiB" in text[0]
+    assert text[1] == "still here\n"
+    assert DROPPED in [o.get("ename") for o in nb.cells[2].outputs], nb.cells[2].outputs
+    assert text[3].startswith("yyyy") and "output cut: 28.6 MiB of output" in text[3]
+    assert len(nbformat.writes(nb)) < 3 * 2**20
+    assert text[4] == "the end\n"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 2**10  # KiB: nothing of 20 MB read

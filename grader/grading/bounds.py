@@ -188,3 +188,143 @@ def cut(out, limit, reason):
     if kind == "execute_result":
         new["execution_count"] = out.get("execution_count")
     return new
+
+
+# --- the same bounds, kept by the graded kernel itself ---------------------------------------
+# An output is cut where it is made, in the kernel, before it is serialised and sent: a
+# 300 MB print then costs the kernel the string and no more, and the grading process never
+# receives it. The student's code can undo this (it runs in the same kernel); what it then
+# sends is refused by the grading process's sockets (grader.grading.kernel_client), unread.
+KERNEL_SIDE = r'''
+def __grading_bound_outputs(output, cell, limits):
+    import json, sys
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    used = [0, False]  # bytes of this cell's outputs so far; whether the cell's note was written
+
+    def reset(*args, **kwargs):
+        used[0], used[1] = 0, False
+    shell.events.register("pre_execute", reset)
+
+    def size(value):
+        if isinstance(value, str):
+            return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+        try:
+            return len(json.dumps(value, default=str))
+        except Exception:
+            return 0
+
+    def human(n):
+        return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+    def note(n, why, rest=""):
+        return (f"\n[output cut: {human(n)} of output, more than {why} may keep when graded "
+                f"({limits}){rest}]\n")
+
+    def room():
+        return min(output, cell - used[0])
+
+    def cut(text, n):
+        """text (n bytes) as the bounds keep it: whole, or its head and a note."""
+        left = room()
+        if n <= left:
+            used[0] += n
+            return text
+        head = text[:max(0, left - 2048)]
+        head = head if head.isascii() else head[:len(head) // 4]
+        if left < output:  # the cell is full
+            if used[1]:
+                return ""
+            used[1] = True
+            text = head + note(n, "this cell's outputs", "; later outputs of this cell are not kept")
+        else:
+            text = head + note(n, "one output")
+        used[0] += size(text)
+        return text
+
+    def bound_stream(kind):
+        """On the class, as a property: IPython's run_cell sets each stream's write for the
+        cell and puts back the one it found (an instance attribute, which a plain method of
+        the class would not win against); assignments to it are let go."""
+        write = kind.write
+
+        def bounded(self, text, *args, **kwargs):
+            if isinstance(text, str) and text:
+                kept = cut(text, size(text))
+                if kept:
+                    write(self, kept, *args, **kwargs)
+                return len(text)
+            return write(self, text, *args, **kwargs)
+        kind.write = property(lambda self: bounded.__get__(self), lambda self, value: None)
+
+    for kind in {type(sys.stdout), type(sys.stderr)}:
+        if kind.__module__.startswith("ipykernel"):
+            bound_stream(kind)
+
+    def bounded_data(data):
+        if not isinstance(data, dict):
+            return data
+        n = sum(size(v) for v in data.values())
+        if n <= room():
+            used[0] += n
+            return data
+        plain = data.get("text/plain", "")
+        return {"text/plain": cut(plain if isinstance(plain, str) else "", n) or note(n, "one output")}
+
+    publish = shell.display_pub.publish
+
+    def bounded_publish(data, *args, **kwargs):
+        return publish(bounded_data(data), *args, **kwargs)
+    shell.display_pub.publish = bounded_publish
+
+    write_format_data = shell.displayhook.write_format_data
+
+    def bounded_format_data(format_dict, *args, **kwargs):
+        return write_format_data(bounded_data(format_dict), *args, **kwargs)
+    shell.displayhook.write_format_data = bounded_format_data
+
+    def short(text, limit=output // 4):
+        """An error's text, its message and each traceback line (an error output holds them all)."""
+        text = str(text)
+        return text if len(text) <= limit else text[:limit] + note(size(text), "one output")
+
+    showtraceback = shell._showtraceback
+
+    def bounded_traceback(etype, evalue, stb):
+        lines, total = [], 0
+        for line in stb:
+            line = short(line, output // 8)
+            total += len(line)
+            if total > output // 2:
+                lines.append(note(total, "one output"))
+                break
+            lines.append(line)
+        return showtraceback(etype, short(evalue), lines)
+    shell._showtraceback = bounded_traceback
+
+    if kernel is not None:
+        do_execute = kernel.do_execute
+
+        async def bounded_execute(*args, **kwargs):
+            reply = do_execute(*args, **kwargs)
+            if hasattr(reply, "__await__"):
+                reply = await reply
+            if isinstance(reply, dict):
+                if "evalue" in reply:
+                    reply["evalue"] = short(reply["evalue"])
+                if isinstance(reply.get("traceback"), list):
+                    reply["traceback"] = [short(t) for t in reply["traceback"][:200]]
+            return reply
+        kernel.do_execute = bounded_execute
+
+
+__grading_bound_outputs(%(output)d, %(cell)d, %(limits)r)
+del __grading_bound_outputs
+'''
+
+
+def kernel_code(bounds):
+    """The code that makes a graded kernel keep `bounds` (an OutputBounds) itself."""
+    return KERNEL_SIDE % {"output": bounds.output, "cell": bounds.cell, "limits": _limits(bounds)}

@@ -120,12 +120,14 @@ class GradingExecute(Execute):
         return device_name()
 
     def create_kernel_manager(self):
-        """nbclient's kernel manager, whose clients are ready as soon as the kernel is
+        """nbclient's kernel manager, whose clients are ready as soon as the kernel is, read
+        no message over the bounds, and make the kernel keep the output bounds itself
         (grader.grading.kernel_client)."""
         from grader.grading.kernel_client import GradingKernelClient
 
         km = super().create_kernel_manager()
-        km.client_factory = GradingKernelClient
+        km.client_factory = GradingKernelClient.bounded(bounds.OutputBounds(
+            self.max_output_bytes, self.max_cell_output_bytes, self.max_notebook_output_bytes))
         return km
 
     # --- the notebook ---------------------------------------------------------------
