@@ -308,9 +308,15 @@ def __grading_bound_outputs(output, cell, limits):
         do_execute = kernel.do_execute
 
         async def bounded_execute(*args, **kwargs):
-            reply = do_execute(*args, **kwargs)
-            if hasattr(reply, "__await__"):
-                reply = await reply
+            try:
+                reply = do_execute(*args, **kwargs)
+                if hasattr(reply, "__await__"):
+                    reply = await reply
+            except Exception as err:  # ipykernel sends no reply at all (a cell its compile()
+                # gives up on with RecursionError): an error reply, so the next cell runs
+                shell.showtraceback((type(err), err, err.__traceback__))
+                reply = {"status": "error", "ename": type(err).__name__, "evalue": str(err), "traceback": [],
+                         "execution_count": shell.execution_count, "user_expressions": {}, "payload": []}
             if isinstance(reply, dict):
                 if "evalue" in reply:
                     reply["evalue"] = short(reply["evalue"])
@@ -321,10 +327,18 @@ def __grading_bound_outputs(output, cell, limits):
 
 
 __grading_bound_outputs(%(output)d, %(cell)d, %(limits)r)
-del __grading_bound_outputs
+'''
+# Run in a namespace of its own, as the channel's module is (grader.grading.channel): what it
+# defines looks up builtins, never the notebook's globals (a student's len or str).
+_INSTALL = r'''
+def __grading_install(source):
+    import builtins
+    builtins.exec(builtins.compile(source, "<grading_bounds>", "exec"), {"__name__": "_grading_bounds"})
+__grading_install(%r)
+del __grading_install
 '''
 
 
 def kernel_code(bounds):
     """The code that makes a graded kernel keep `bounds` (an OutputBounds) itself."""
-    return KERNEL_SIDE % {"output": bounds.output, "cell": bounds.cell, "limits": _limits(bounds)}
+    return _INSTALL % (KERNEL_SIDE % {"output": bounds.output, "cell": bounds.cell, "limits": _limits(bounds)})
