@@ -60,7 +60,7 @@ _IMAGE_DATA = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/
 # is shown as text. Text is escaped, never parsed: nothing in it can run, whatever it holds.
 MAX_TAGS = 1000
 MAX_MARKDOWN = 64 * 1024
-SANITIZE_SECONDS = 10.0
+SANITIZE_SECONDS = 5.0
 _START_TAG = re.compile(r"<[A-Za-z]")
 
 

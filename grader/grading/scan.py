@@ -54,6 +54,7 @@ SCAN_SECONDS = 10.0  # CPU seconds the scan may spend on one notebook
 MAX_TEXT = 10_000  # the longest string (or list) folded from literals
 MAX_PICKLE_BYTES = 64 * 1024  # a pickle written into the code, read for the globals it loads
 MAX_PICKLE_OPS = 10_000
+MAX_FLAGS = 40  # flags listed for one notebook (the rest are counted)
 
 # Names that reach into torch's dispatch and function-override machinery, or Python's
 # tracing: code that uses them can switch off what watches it.
@@ -416,7 +417,12 @@ def scan(nb, course=None, answers=None):
         if f.kind != "outside_plain" or f.detail not in said:
             said.add(f.detail)
             result.flags.append(f)
-    result.flags = sorted(_unique(result.flags), key=lambda f: (f.cell, f.line))
+    flags = sorted(_unique(result.flags), key=lambda f: (f.cell, f.line))
+    if len(flags) > MAX_FLAGS:  # a person reads them: the first ones, and how many more
+        more = Flag("many", -1, 0, f"and {len(flags) - MAX_FLAGS} more flags of the same kinds "
+                                   f"({', '.join(sorted({f.kind for f in flags[MAX_FLAGS:]}))})")
+        flags = flags[:MAX_FLAGS] + [more]
+    result.flags = flags
     return result
 
 
