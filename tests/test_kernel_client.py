@@ -80,5 +80,32 @@ def test_ready_leaves_nothing_of_the_start_on_iopub_and_the_first_output_arrives
 def test_graded_notebooks_use_it():
     from grader.grading.execute import GradingExecute
 
-    ex = GradingExecute(kernel_name="python3")
-    assert ex.create_kernel_manager().client_factory is GradingKernelClient
+    ex = GradingExecute(kernel_name="python3", max_output_bytes=1000)
+    factory = ex.create_kernel_manager().client_factory
+    assert issubclass(factory, GradingKernelClient) and factory.output_bounds.output == 1000
+
+
+def test_a_client_leaves_no_socket_open_when_it_stops():
+    """A worker grades thousands of notebooks, one client each: the monitor sockets that
+    watch the client's connections are closed with its channels, also where the client
+    shares a zmq context it does not destroy."""
+    import asyncio
+
+    import zmq.asyncio
+
+    async def channels():
+        km = AsyncKernelManager(kernel_name="python3")
+        km.client_factory = GradingKernelClient
+        await km.start_kernel()
+        try:
+            kc = km.client(context=zmq.asyncio.Context())
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=120)
+            found = [kc.shell_channel, kc.iopub_channel, kc.stdin_channel, kc.control_channel]
+            kc.stop_channels()
+            return found
+        finally:
+            await km.shutdown_kernel(now=True)
+
+    found = asyncio.run(channels())
+    assert all(c.monitor.closed and c.socket is None for c in found)

@@ -104,12 +104,15 @@ class BoundedChannel(AsyncZMQSocketChannel):
         return None  # it went away: the kernel's death is reported as such
 
     def close(self):
-        try:
-            self.socket.disable_monitor()
-        except zmq.ZMQError:
-            pass
+        if self.socket is not None:
+            try:
+                self.socket.disable_monitor()
+            except zmq.ZMQError:
+                pass
         self.monitor.close(linger=0)
         super().close()
+
+    stop = close  # (jupyter_client's stop is its own close, bound when its class was made)
 
 
 class BoundedHBChannel(HBChannel):
@@ -141,7 +144,7 @@ class GradingKernelClient(AsyncKernelClient):
     @classmethod
     def bounded(cls, output_bounds):
         """This client, making its kernels keep output_bounds (a class: kernel managers take one)."""
-        return type(cls.__name__, (cls,), {"output_bounds": output_bounds})
+        return type(cls.__name__, (cls,), {"output_bounds": output_bounds, "__module__": cls.__module__})
 
     def _create_connected_socket(self, channel, identity=None):
         """jupyter_client's socket, with the size bound set before it connects."""
