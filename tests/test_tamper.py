@@ -124,3 +124,22 @@ def test_a_notebook_over_the_bounds_is_refused_by_every_way_of_grading():
     nb.cells += [nbformat.v4.new_code_cell("pass") for _ in range(600)]
     with pytest.raises(NotebookTooLarge, match="623 cells; a notebook may have at most 500"):
         FlagTampering().preprocess(nb, {})
+
+
+def test_outputs_and_metadata_that_break_the_format_are_thrown_away_and_the_notebook_graded():
+    """Outputs are cleared by grading anyway; metadata the format does not allow is
+    stripped (nbformat's normalisation); a cell type the format does not know is refused."""
+    from grader.grading.tamper import FlagTampering, NotANotebook
+
+    nb = synthetic.answered(ROOT, A, A)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    code[0]["outputs"] = [{"output_type": "stream", "name": "stdout"}]  # no text
+    code[1]["execution_count"] = "x"
+    nb.cells[0]["metadata"]["jupyter"] = {"source_hidden": "yes"}
+    tamper = FlagTampering(config=layout.load_config(ROOT))
+    nb, _ = tamper.preprocess(nb, {"nbgrader": {"assignment": A, "notebook": A}})
+    nbformat.validate(nb)
+    assert nb.metadata["grading"]["tampering"] == []
+    nb.cells[2]["cell_type"] = "poem"
+    with pytest.raises(NotANotebook, match="breaks the notebook format"):
+        tamper.preprocess(nb, {"nbgrader": {"assignment": A, "notebook": A}})

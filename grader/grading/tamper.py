@@ -148,6 +148,40 @@ def repair_ids(nb):
     return flags
 
 
+class NotANotebook(ValueError):
+    """A submitted notebook that breaks the notebook format beyond what is repaired."""
+
+
+def repair(nb):
+    """Make a notebook nbconvert accepts (it validates it after every preprocessor): cell ids
+    (repair_ids, flagged); where it is still invalid, what grading throws away anyway (code
+    cells' outputs and execution counts, as nbgrader's ClearOutput does next) and metadata
+    that breaks the format (nbformat's normalisation). NotANotebook where that is not enough."""
+    flags = repair_ids(nb)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.validate(nb)
+        return flags
+    except nbformat.ValidationError:
+        pass
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, fixed = nbformat.validator.normalize(nb, strip_invalid_metadata=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.validate(fixed)
+    except nbformat.ValidationError as err:
+        raise NotANotebook(f"the notebook breaks the notebook format: {shown(str(err).splitlines()[0], 200)}") from None
+    nb.clear()
+    nb.update(nbformat.from_dict(fixed))
+    return flags
+
+
 class FlagTampering(NbGraderPreprocessor):
     """Record (never undo or punish) what a submission changed in graded and locked cells;
     refuse a notebook over the bounds, and repair cell ids that break the format."""
@@ -158,7 +192,7 @@ class FlagTampering(NbGraderPreprocessor):
             raise NotebookTooLarge(f"the notebook is larger than a notebook may be: {problem}")
         info = resources.get("nbgrader", {})
         source = self._source(info.get("assignment"), info.get("notebook"))
-        found = repair_ids(nb)
+        found = repair(nb)
         found += changes(nb, source, restore=True) if source is not None else []
         nb.metadata.setdefault(METADATA_KEY, {})["tampering"] = [vars(f) for f in found]
         return nb, resources
