@@ -397,3 +397,20 @@ def test_the_answer_in_a_readable_cell_is_still_read_beside_an_unreadable_one():
 def test_strings_folded_from_literals_are_bounded(expr):
     import ast
     assert constant_text(ast.parse(expr, mode="eval").body) is None  # too long to build: not built
+
+
+@pytest.mark.parametrize("code", [
+    "import copy\nfrom IPython.display import display\nimport matplotlib.pyplot as plt\n"
+    "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+    "    out = torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, dim=-1) @ v\n"
+    "    display(out.shape)\n    plt.plot(out[0, 0].tolist())\n    return copy.deepcopy(out)\n",
+    "class Head(nn.Module):\n    def __init__(self, C, head_size, block_size, causal=True):\n"
+    "        super().__init__()\n        for name in ('query', 'key', 'value'):\n"
+    "            setattr(self, name, nn.Linear(C, head_size, bias=False))\n"
+    "        self.extra = {n: getattr(self, n) for n in ('query', 'key')}\n"
+    "    def __repr__(self):\n        return f'{type(self).__name__}({self.__class__.__qualname__})'\n"
+    "    def forward(self, x):\n        if hasattr(self, 'cache'):\n            pass\n"
+    "        return super().__call__(x) if False else self.query(x)\n",
+])
+def test_debugging_and_ordinary_python_in_an_answer_are_not_flagged(code):
+    assert scan(notebook(code)).flags == []

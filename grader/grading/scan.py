@@ -113,7 +113,8 @@ FLAGGED_MODULES = {
 # flagged. torch is allowed less its private and operator-level parts (TORCH_INTERNALS).
 ALLOWED_MODULES = {"torch", "math", "cmath", "numpy", "functools", "itertools", "typing", "collections",
                    "dataclasses", "einops", "random", "time", "warnings", "string", "statistics",
-                   "operator", "abc", "enum", "numbers", "fractions", "decimal", "__future__"}
+                   "operator", "abc", "enum", "numbers", "fractions", "decimal", "__future__", "copy",
+                   "re", "pprint", "logging", "IPython", "matplotlib", "tqdm"}  # (the last: printing, plotting)
 TORCH_INTERNALS = ("torch.ops", "torch.library", "torch.utils.cpp_extension", "torch.fx",
                    "torch.overrides", "torch.jit._")
 # Decorators that leave the function what its definition says (by dotted name; a call's
