@@ -376,7 +376,7 @@ def test_what_an_answer_reaches_is_judged_from_an_allow_list(code, kind):
     ("x = " + " + ".join(["'a'"] * 3000) + "\n", "nests"),  # RecursionError in Python's own ast
     ("f = " + "lambda: " * 900 + "0\n", "nests"),  # MemoryError in Python's parser
     ("x = [" + ", ".join(["1"] * 40_000) + "]\n", "KiB long"),
-])
+], ids=["concatenation_3000", "lambdas_900", "cell_120_kib"])
 def test_a_cell_the_grader_cannot_read_is_flagged_and_left_to_the_kernel(bomb, why):
     code = bomb + answer(SDPA, "F.scaled_dot_product_attention")
     found = scan(notebook(code))  # never an error of the run
