@@ -8,11 +8,11 @@ import sys
 
 import nbformat
 import pytest
-from jupyter_core.utils import run_sync
 from traitlets.config import Config
 
 from grader.grading.execute import CELL_CPU_ERROR, MEMORY_ERROR, WALL_CEILING_ERROR, GradingExecute
 from grader.isolation import KERNEL_NAME, cgroups, isolation_available, sandbox_settings
+from support.starve import StarvedExecute
 
 available, why = isolation_available()
 support = cgroups.support()
@@ -86,33 +86,6 @@ def test_waiting_uses_the_budget_like_computing_and_the_cells_after_time_out(tmp
     assert [name for name, _ in after] == ["NotebookTimeBudgetExceeded"]
     assert "timed out: the notebook used up its time budget of 3 s" in after[0][1]
     assert ex._checks.budget_exceeded and not ex._checks.stalled
-
-
-class StarvedExecute(GradingExecute):
-    """GradingExecute on a machine that keeps the sandbox from a CPU while a cell marked
-    `# starved` runs: its cgroup may then use 2 % of one CPU (a CPU quota, which its kernel
-    spends waiting in the run queue, as on a machine busy with other work)."""
-
-    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-        starved = "# starved" in cell.source
-        if starved:
-            cpu_quota(self.km.provisioner.cgroup, 0.02)
-        try:
-            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-        finally:
-            if starved:
-                cpu_quota(self.km.provisioner.cgroup, None)
-
-    execute_cell = run_sync(async_execute_cell)
-
-
-def cpu_quota(group, share):
-    """Limit a sandbox's cgroup to `share` of one CPU (None: no limit)."""
-    period = 100_000
-    if group.support.version == "v1":
-        (group.folders["cpu"] / "cpu.cfs_quota_us").write_text(str(int(share * period)) if share else "-1")
-    else:
-        (group.folders["unified"] / "cpu.max").write_text(f"{int(share * period)} {period}" if share else "max")
 
 
 def starved_run(tmp_path, grade_at_ceiling):

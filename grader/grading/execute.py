@@ -185,6 +185,7 @@ class GradingExecute(Execute):
         self._cells_used = 0.0  # seconds charged to the cells (and calls) that have run
         self._cells_kept = 0.0  # seconds the kernel waited for a CPU during them
         self._running = None  # the Sample taken when the running cell started
+        self._out_of_time = ""  # why the cells still to come are not run (the ceiling)
         self._own_kept = 0.0
         self._calling = False
         self._plans, self._channel = None, None
@@ -361,6 +362,7 @@ class GradingExecute(Execute):
                "stands" if starved else "it was not kept from a CPU, so it is graded as it stands")
         cell.outputs.append(error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: timed out: {measured}; {why}"))
         self._checks.budget_exceeded = True
+        self._out_of_time = f"{measured}; {why}"  # the cells after it are not run
 
     def _stall(self, why):
         """Leave the notebook to a later run: the machine was too busy (measured)."""
@@ -438,7 +440,7 @@ class GradingExecute(Execute):
             cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
             self._checks.budget_exceeded = True
             return cell, resources
-        if cell.cell_type == "code" and self._wall_left() <= 0:
+        if cell.cell_type == "code" and not self._out_of_time and self._wall_left() <= 0:
             starved, measured = self._at_ceiling()
             if starved and not self.grade_at_ceiling:
                 self._stall(measured)
@@ -446,7 +448,9 @@ class GradingExecute(Execute):
             why = ("the machine was too busy for this submission twice, so it is graded as "
                    "it stands" if starved else "it was not kept from a CPU, so it is graded "
                                                 "as it stands")
-            message = f"timed out: {measured}; {why}; this cell was not run"
+            self._out_of_time = f"{measured}; {why}"
+        if cell.cell_type == "code" and self._out_of_time:
+            message = f"timed out: {self._out_of_time}; this cell was not run"
             cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
             self._checks.budget_exceeded = True
             return cell, resources
