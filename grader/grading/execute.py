@@ -74,22 +74,28 @@ def outcomes_path(autograded_dir, notebook):
 
 
 class Sample(NamedTuple):
-    """The sandbox's clocks at one moment: wall time, its CPU seconds, the seconds its
-    kernel's main thread has waited for a CPU (None where that cannot be read), and whether
-    that thread is ready to run (or running) then."""
+    """The clocks at one moment: wall time; the sandbox's CPU seconds; the seconds its
+    kernel's main thread has waited for a CPU (None where that cannot be read) and whether
+    it is ready to run (or running) then; and the grading process's own CPU seconds and
+    the seconds this thread of it waited for a CPU."""
     wall: float
     cpu: float
     kept: Optional[float]
     ready: bool = False
+    own_cpu: float = 0.0
+    own_kept: float = 0.0
 
 
 def used_between(start, end):
-    """(CPU seconds, seconds charged, seconds kept from a CPU) from one Sample to a later
-    one: the time that passed less the time the kernel was kept from a CPU, or the CPU its
+    """(CPU seconds, seconds charged, seconds the kernel was kept from a CPU) from one
+    Sample to a later one. Charged: the time that passed, less the time the kernel was
+    kept from a CPU and the time the grading process was busy or kept from a CPU itself
+    (reading a flood of output, say, while the kernel is done and waits), or the CPU the
     sandbox used where that is more (several processes at once)."""
     cpu = end.cpu - start.cpu
     kept = end.kept - start.kept if start.kept is not None and end.kept is not None else 0.0
-    return cpu, max(cpu, end.wall - start.wall - kept), kept
+    own = (end.own_cpu - start.own_cpu) + (end.own_kept - start.own_kept)
+    return cpu, max(cpu, end.wall - start.wall - kept - own), kept
 
 
 def _own_wait_for_cpu():
@@ -241,7 +247,7 @@ class GradingExecute(Execute):
             self._cpu_start = cpu
         waiting = getattr(self._provisioner(), "kernel_wait_for_cpu", lambda: None)()
         kept, ready = waiting if waiting is not None else (None, False)
-        return Sample(time.monotonic(), cpu, kept, ready)
+        return Sample(time.monotonic(), cpu, kept, ready, time.process_time(), _own_wait_for_cpu())
 
     def _charged(self, now=None):
         """Seconds charged to the notebook so far: the cells' time (each: its time less the
