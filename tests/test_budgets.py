@@ -23,13 +23,13 @@ pytestmark = [pytest.mark.skipif(not available, reason=f"no isolation here: {why
 SPIN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\nprint('done')"
 
 
-def execute(tmp_path, cells, timeout, budget, wall_factor=100):
+def execute(tmp_path, cells, timeout, budget, wall_factor=100, **settings):
     """Run cells through GradingExecute in a sandboxed kernel; each cell's (type, name or text).
     The wall-clock ceiling is far off (100 x the CPU limits) unless a test is about it: a
     machine loaded by other work may give a sandbox a few percent of a core."""
     config = sandbox_settings(Config({"GradingExecute": {
         "kernel_name": KERNEL_NAME, "timeout": timeout, "notebook_budget": budget,
-        "wall_factor": wall_factor}}))
+        "wall_factor": wall_factor, **settings}}))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     GradingExecute(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return [[(o.output_type, o.get("ename") or o.get("text", "")) for o in c.outputs] for c in nb.cells]
@@ -158,3 +158,22 @@ def test_a_kernel_killed_for_memory_says_so_and_the_notebook_is_still_graded(tmp
     assert "stopped for using more than its memory limit (0.5 GiB" in hogged[0][1]
     assert after[0][0] == MEMORY_ERROR and "not run" in after[0][1]
 
+
+
+def test_time_hidden_in_a_child_or_a_stopped_kernel_is_still_the_notebooks(tmp_path):
+    """Ways to wait without computing: a child process that sleeps while the kernel waits
+    for it, a read from a pipe that never gets data, a kernel that stops itself (SIGSTOP,
+    which an interrupt cannot end). Each is charged like computing: the first two are
+    interrupted at their 2 s limit, the stopped kernel is stopped with its sandbox, and
+    the notebook is graded (the cells after it are not run and say why)."""
+    child = ("import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(600)\n    os._exit(0)\n"
+             "os.waitpid(pid, 0)")
+    pipe = "import os\nr, w = os.pipe()\nos.read(r, 1)"
+    stop = "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)"
+    outputs = execute(tmp_path, ["print('before')", child, pipe, "print('between')", stop, "print('after')"],
+                      timeout=2, budget=60, interrupt_grace=2)
+    assert outputs[0] == [("stream", "before\n")]
+    assert CELL_CPU_ERROR in errors(outputs[1]) and CELL_CPU_ERROR in errors(outputs[2])
+    assert outputs[3] == [("stream", "between\n")]
+    assert CELL_CPU_ERROR in errors(outputs[4]) and len(errors(outputs[4])) >= 2  # interrupted, then stopped
+    assert errors(outputs[5]) == ["CellTimeoutError"]  # not run: the kernel was stopped

@@ -192,6 +192,7 @@ class GradingExecute(Execute):
         self._cells_kept = 0.0  # seconds the kernel waited for a CPU during them
         self._running = None  # the Sample taken when the running cell started
         self._out_of_time = ""  # why the cells still to come are not run (the ceiling)
+        self._last_kept = None  # the kernel's run-queue delay when last read
         self._own_kept = 0.0
         self._calling = False
         self._plans, self._channel = None, None
@@ -246,7 +247,10 @@ class GradingExecute(Execute):
         if getattr(self, "_cpu_start", None) is None:
             self._cpu_start = cpu
         waiting = getattr(self._provisioner(), "kernel_wait_for_cpu", lambda: None)()
-        kept, ready = waiting if waiting is not None else (None, False)
+        if waiting is None:  # the kernel is gone (stopped, killed): it waits no more
+            waiting = (getattr(self, "_last_kept", None), False)
+        kept, ready = waiting
+        self._last_kept = kept
         return Sample(time.monotonic(), cpu, kept, ready, time.process_time(), _own_wait_for_cpu())
 
     def _charged(self, now=None):

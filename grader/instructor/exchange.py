@@ -43,7 +43,6 @@ claims is collected with the time it was last changed, and `make collect` lists 
 (late_writes()).
 """
 import datetime
-import glob
 import grp
 import os
 import pwd
@@ -58,8 +57,10 @@ from nbgrader.utils import ignore_patterns, parse_utc
 from traitlets import Unicode
 from traitlets.config import Configurable
 
-MAX_ENTRIES = 2000  # files and folders in one submission that collect looks at
-MAX_DEPTH = 32  # folders inside a submission (as grading allows)
+MAX_ENTRIES = 10_000  # files and folders in one submission that collect looks at
+# folders inside a submission that collect copies (grading refuses more than 32 deep, and
+# says so; far deeper, the copy itself would fail for the whole class)
+MAX_DEPTH = 250
 LOCAL_MODE = 0o700
 # A submission changed this long after the time it claims was changed after it was handed in
 # (nbgrader's submit takes its time, then copies the files: seconds).
@@ -111,7 +112,7 @@ def parse_entry(name, assignment):
     if len(parts) < 3 or parts[1] != assignment:
         raise ValueError(f"its name is not <student>+{assignment}+<time>")
     student = parts[0]
-    if student in ("", ".", "..") or student.startswith("-"):
+    if not student or student[0] in ".-":
         raise ValueError(f"{student!r} is not a student id")
     try:
         return student, parse_utc(parts[2])
@@ -171,10 +172,10 @@ def sort_inbound(inbound, assignment, student="*", strict=True, collector=None):
     """The submissions of assignment in inbound/ (of one student, or all): ([(student,
     time, folder name)] that belong to their student, [Refusal])."""
     accepted, refused = [], []
-    pattern = os.path.join(glob.escape(str(inbound)), f"{glob.escape(student) if student != '*' else '*'}+"
-                                                      f"{glob.escape(assignment)}+*")
-    for path in sorted(glob.glob(pattern)):
-        name = os.path.basename(path)
+    prefix = "" if student == "*" else f"{student}+{assignment}+"
+    names = [n for n in os.listdir(inbound) if f"+{assignment}+" in n and n.startswith(prefix)]
+    for name in sorted(names):  # hidden names too, which nbgrader's glob would pass over
+        path = os.path.join(inbound, name)
         try:
             who, when = parse_entry(name, assignment)
         except ValueError as e:
