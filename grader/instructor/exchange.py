@@ -93,7 +93,12 @@ class Refusal:
     reason: str
 
     def line(self):
-        return f"{self.entry}: {self.reason}"
+        return f"{printable(self.entry)}: {self.reason}"
+
+
+def printable(name):
+    """A file name as text that can be printed: bytes that are not UTF-8 as \\xNN."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def _account(uid):
@@ -113,11 +118,11 @@ def parse_entry(name, assignment):
         raise ValueError(f"its name is not <student>+{assignment}+<time>")
     student = parts[0]
     if not student or student[0] in ".-":
-        raise ValueError(f"{student!r} is not a student id")
+        raise ValueError(f"{printable(student)!r} is not a student id")
     try:
         return student, parse_utc(parts[2])
     except (ValueError, OverflowError):
-        raise ValueError(f"its name holds no time ({parts[2][:40]!r})") from None
+        raise ValueError(f"its name holds no time ({printable(parts[2][:40])!r})") from None
 
 
 def judge(path, student, strict=True, collector=None):
@@ -135,7 +140,7 @@ def judge(path, student, strict=True, collector=None):
         return "it is not a folder (a link, or a file): nbgrader's submit writes a folder"
     owner = _account(info.st_uid)
     if owner != student and (strict or info.st_uid != collector):
-        return f"it claims to be {student}'s but was written by the account {owner}"
+        return f"it claims to be {printable(student)}'s but was written by the account {owner}"
     count, stack = 0, [(path, 0)]
     while stack:
         folder, depth = stack.pop()
@@ -147,7 +152,7 @@ def judge(path, student, strict=True, collector=None):
                     count += 1
                     if count > MAX_ENTRIES:
                         return f"it holds more than {MAX_ENTRIES} files"
-                    rel = os.path.relpath(item.path, path)
+                    rel = printable(os.path.relpath(item.path, path))
                     mode = item.stat(follow_symlinks=False)
                     if mode.st_uid != info.st_uid:
                         return (f"{rel} in it was written by the account {_account(mode.st_uid)}, "
