@@ -74,13 +74,13 @@ def outcomes_path(autograded_dir, notebook):
 
 
 class Sample(NamedTuple):
-    """The clocks at one moment: wall time; the sandbox's CPU seconds; the seconds its
-    kernel's main thread has waited for a CPU (None where that cannot be read) and whether
-    it is ready to run (or running) then; and the grading process's own CPU seconds and
-    the seconds this thread of it waited for a CPU."""
+    """The clocks at one moment: wall time; the sandbox's CPU seconds; the seconds each
+    thread of its kernel has waited for a CPU ({thread id: seconds}, None where that cannot
+    be read) and whether the main thread is ready to run (or running) then; and the grading
+    process's own CPU seconds and the seconds this thread of it waited for a CPU."""
     wall: float
     cpu: float
-    kept: Optional[float]
+    kept: Optional[dict]
     ready: bool = False
     own_cpu: float = 0.0
     own_kept: float = 0.0
@@ -89,11 +89,15 @@ class Sample(NamedTuple):
 def used_between(start, end):
     """(CPU seconds, seconds charged, seconds the kernel was kept from a CPU) from one
     Sample to a later one. Charged: the time that passed, less the time the kernel was
-    kept from a CPU and the time the grading process was busy or kept from a CPU itself
+    kept from a CPU (the longest any of its threads waited: the main thread may wait for
+    the one that sends its output) and the time the grading process was busy or kept from
+    a CPU itself
     (reading a flood of output, say, while the kernel is done and waits), or the CPU the
     sandbox used where that is more (several processes at once)."""
     cpu = end.cpu - start.cpu
-    kept = end.kept - start.kept if start.kept is not None and end.kept is not None else 0.0
+    kept = 0.0  # the longest a thread of the kernel waited: its cells wait on each other
+    if start.kept is not None and end.kept is not None:
+        kept = max((delay - start.kept.get(tid, 0.0) for tid, delay in end.kept.items()), default=0.0)
     own = (end.own_cpu - start.own_cpu) + (end.own_kept - start.own_kept)
     return cpu, max(cpu, end.wall - start.wall - kept - own), kept
 

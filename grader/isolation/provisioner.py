@@ -215,22 +215,29 @@ class SandboxProvisioner(LocalProvisioner):
         return self._kernel_pid
 
     def kernel_wait_for_cpu(self):
-        """(seconds, ready): how long the kernel's main thread (the one that runs the
-        notebook's cells) has been ready to run but kept from a CPU (its run-queue delay,
-        /proc/<pid>/schedstat), and whether it is ready to run (or running) now; None where
-        it cannot be read. The kernel adds a wait to the delay when it ends, so a thread
-        that is ready now may have waited longer than the delay says."""
+        """({thread id: seconds}, ready): how long each thread of the kernel (its main
+        thread runs the notebook's cells; others send its output) has been ready to run but
+        kept from a CPU (its run-queue delay, /proc/<pid>/task/<tid>/schedstat), and whether
+        the main thread is ready to run (or running) now; None where it cannot be read. The
+        kernel adds a wait to the delay when it ends, so a thread that is ready now may have
+        waited longer than its delay says."""
         pid = self.kernel_pid()
         if pid is None:
             return None
+        delays = {}
         try:
-            with open(f"/proc/{pid}/schedstat", "rb") as f:
-                kept = int(f.read().split()[1]) / 1e9
             with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, ValueError, IndexError):
+                ready = f.read().rsplit(b")", 1)[1].split()[0] == b"R"
+            tids = os.listdir(f"/proc/{pid}/task")
+        except (OSError, IndexError):
             return None
-        return kept, state == b"R"
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    delays[int(tid)] = int(f.read().split()[1]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that just ended
+        return delays, ready
 
     def sandbox_oom_kills(self):
         """How many of the sandbox's processes were killed for its memory limit (total_memory),
