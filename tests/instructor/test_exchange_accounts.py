@@ -8,7 +8,9 @@ the commands the README gives them (nbgrader's fetch and submit, `make setup-exc
   inbound folder, nor open, overwrite, rename or delete bob's submission, nor read it in
   bob's home folder or the course folder;
 - both are collected as their own; a student's own hostile submission (a link to the
-  instructor's solutions, a FIFO) is refused with the reason, never followed;
+  instructor's solutions, a FIFO) is refused with the reason, never followed; a late one
+  that says it came in on time is collected with the time it was written;
+- released feedback reaches its student, and the other cannot list it;
 - the sandboxed kernel that grades ada's notebook shows what her own lab on this server
   shows: her login name, home folder, the notebook's folder, the host name.
 
@@ -336,6 +338,33 @@ def test_a_submission_handed_in_later_than_it_claims_gets_the_time_it_was_writte
     assert "# bob, late" in (collected / NB).read_text()
     stamp = datetime.datetime.strptime((collected / "timestamp.txt").read_text(), "%Y-%m-%d %H:%M:%S.%f UTC")
     assert stamp.replace(tzinfo=datetime.timezone.utc) >= before - datetime.timedelta(seconds=2)
+
+
+def test_feedback_reaches_its_student_only(handed_in):
+    """The instructor releases ada's feedback page (written here as make feedback would,
+    beside her submission's time and secret); ada fetches it, bob can neither list the
+    feedback folder nor find her page."""
+    srv, *_ = handed_in
+    submitted = srv.course / "submitted" / srv.ada / A
+    feedback = srv.course / "feedback" / srv.ada / A
+    feedback.mkdir(parents=True)
+    (feedback / f"{A}.html").write_text("<p>feedback for ada</p>")
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        shutil.copy(submitted / name, feedback / name)
+    _root("chown", "-R", f"{srv.instructor}:{srv.instructor}", str(srv.course / "feedback"))
+    assert "released 1 feedback page(s)" in srv.instructor_runs("release-feedback", "--assignment", A).stdout
+    srv.nbgrader(srv.ada, "fetch_feedback", A)
+    found = python_as(srv.ada, f"import glob, json; print(json.dumps([open(p).read() for p in "
+                               f"glob.glob('/home/{srv.ada}/{A}/feedback/*/{A}.html')]))")
+    assert found == ["<p>feedback for ada</p>"]
+    listing = python_as(srv.bob, f"""
+import json, os
+try:
+    print(json.dumps(os.listdir({str(srv.exchange / "self-attention" / "feedback")!r})))
+except OSError as e:
+    print(json.dumps(e.strerror))
+""")
+    assert listing == "Permission denied"
 
 
 def test_the_graded_kernel_looks_like_the_students_lab(handed_in, tmp_path):
