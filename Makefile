@@ -31,9 +31,10 @@ ASSIGNMENT ?=
 CSV ?=
 CONFIRM ?=
 STUDENT ?=
+OWNER ?=
 
 .PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
-        feedback export bench notebook-times release-exchange roster release-feedback clean-grades \
+        feedback export bench notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
         student-bundle extensions help work lock
 
 ## Install everything into .venv (make lab and make test do it when needed).
@@ -101,6 +102,10 @@ execute: $(STAMP)
 release: $(STAMP)
 	$(PY) -m grader.instructor.notebooks release
 
+## Course server: build the shared exchange set in nbgrader_config.py (OWNER=name when run as root).
+setup-exchange: $(STAMP)
+	$(PY) -m grader.instructor setup-exchange $(if $(OWNER),--owner "$(OWNER)")
+
 ## Instructors: release every assignment (or ASSIGNMENT=...) to the exchange; FORCE=1 replaces one.
 release-exchange: $(STAMP)
 	$(PY) -m grader.instructor release-exchange $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(FORCE),--force)
@@ -109,7 +114,7 @@ release-exchange: $(STAMP)
 roster: $(STAMP)
 	$(PY) -m grader.instructor roster "$(CSV)"
 
-## Instructors: collect from the local exchange, or `make collect ZIP=x.zip [ASSIGNMENT=05_...] [TIMES=times.csv]`
+## Instructors: collect from the exchange, or `make collect ZIP=x.zip [ASSIGNMENT=05_...] [TIMES=times.csv]`
 collect: $(STAMP)
 	$(PY) -m grader.instructor collect $(if $(ZIP),--zip "$(ZIP)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(TIMES),--times "$(TIMES)")
 

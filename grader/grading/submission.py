@@ -39,6 +39,7 @@ class Settings:
     notebook_budget: int = 180
     call_timeout: int = 20
     kernel_name: str = ""  # "" keeps the notebook's kernel (grader.isolation decides upstream)
+    grade_at_ceiling: bool = False  # the machine starved it once already: grade it at the wall-clock ceiling
 
 
 @dataclass
@@ -192,6 +193,7 @@ def _config(course, job):
     config.GradingExecute.call_timeout = job.settings.call_timeout
     config.GradingExecute.device = job.settings.device
     config.GradingExecute.write_checks = True  # read by _checks, then taken out
+    config.GradingExecute.grade_at_ceiling = job.settings.grade_at_ceiling
     if job.settings.kernel_name:
         config.GradingExecute.kernel_name = job.settings.kernel_name
     return config
@@ -349,10 +351,11 @@ def grade_submission(job):
             result.reason = _explain(f"{outcome['log']}\n{outcome['error']}")
             return result
         result.timestamp, result.notebooks = _results(course, job)
-        if any(nb.checks.stalled for nb in result.notebooks.values()):
+        stalled = [(name, nb.checks.stall_reason) for name, nb in result.notebooks.items()
+                   if nb.checks.stalled]
+        if stalled:
             result.notebooks, result.retry = {}, True
-            result.reason = ("the machine was too busy: a notebook reached its wall-clock ceiling "
-                             "before its CPU budget; graded again on the next run")
+            result.reason = "; ".join(f"{name}: {why}" for name, why in stalled)
             return result
         result.files = _read_tree(out)
         result.status = GRADED
