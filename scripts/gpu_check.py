@@ -219,7 +219,7 @@ def run_one(row, device):
         except Exception as err:  # the check itself broke (or refused the dtype): said as such
             verdict, message = "error", f"{type(err).__name__}: {err}"
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
     lines = message.splitlines()
     return {"verdict": verdict, "named": named, "name": name, "message": "\n".join(lines[:4])[:600],
             "seconds": round(time.perf_counter() - start, 4), "handed": sorted(handed)}
@@ -271,7 +271,9 @@ def execute(tasks, *, jobs, threads, budget, progress):
             print(f"  {done}/{len(tasks)} tasks, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
     if jobs <= 1:
-        _init_worker(threads)
+        import torch
+
+        torch.set_num_threads(threads)
         for task in tasks:
             if time.perf_counter() - start > budget:
                 break
@@ -285,7 +287,7 @@ def execute(tasks, *, jobs, threads, budget, progress):
         for _ in tasks:
             left = budget - (time.perf_counter() - start)
             try:
-                keep(*it.next(timeout=max(left, 0.1)))
+                keep(*it.next(timeout=max(left, 0.1) if left != float("inf") else None))
             except multiprocessing.TimeoutError:
                 print(f"  the budget of {budget:.0f} s is spent: {len(tasks) - done} tasks left out",
                       file=sys.stderr, flush=True)
@@ -445,7 +447,7 @@ def _timed(fn, device, repeat=3, before=None):
     until the device's kernels finish; before() runs ahead of each, off the clock."""
     import torch
 
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
     best = float("inf")
     with torch.no_grad():
         for i in range(repeat + 1):
@@ -706,6 +708,7 @@ def run_notebooks(device, *, only, installer, wheelhouse, timeout, jobs, progres
     notebooks = [p for p in found if not only or any(o in p.stem for o in only)]
     info = {"device": device, "notebooks": [], "how": None}
     scratch = Path(tempfile.mkdtemp(prefix="gpu-check-notebooks-"))
+    extra = []  # folders put ahead on the executors' PYTHONPATH
     try:
         if installer == "here":
             if not notebooks_can_run_here():
@@ -716,12 +719,18 @@ def run_notebooks(device, *, only, installer, wheelhouse, timeout, jobs, progres
                 raise RuntimeError(f"no wheels in {wheelhouse}: run `make gpu-wheelhouse` where a package "
                                    "index is reachable, and bring the folder along")
             started = time.perf_counter()
-            python, how = make_venv(scratch / "venv", wheelhouse, installer)
-            info["how"] = f"a throwaway venv, wheels installed by {how} in {time.perf_counter() - started:.0f} s"
+            try:
+                python, how = make_venv(scratch / "venv", wheelhouse, installer)
+                where = "a throwaway venv"
+            except subprocess.CalledProcessError:  # no venv module: this python, the wheels unpacked beside it
+                python, how, where = Path(sys.executable), "unpacking", "this python (no venv could be made)"
+                unpack_wheels(wheelhouse, scratch / "site", scratch / "prefix")
+                extra.append(str(scratch / "site"))
+            info["how"] = f"{where}, wheels installed by {how} in {time.perf_counter() - started:.0f} s"
         env = dict(os.environ, GRADER_DEVICE=device, JUPYTER_PLATFORM_DIRS="1",
                    IPYTHONDIR=str(scratch / "ipython"), JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                    PYDEVD_DISABLE_FILE_VALIDATION="1",
-                   PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+                   PYTHONPATH=os.pathsep.join([*extra, str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
         running, waiting, sanitizers = [], list(notebooks), _sanitizers()
         while waiting or running:
             while waiting and len(running) < jobs:

@@ -81,6 +81,7 @@ def _run(python, *args, **kwargs):
     return subprocess.run([str(python), *args], cwd=ROOT, env=_bare_env(), capture_output=True, text=True, **kwargs)
 
 
+@pytest.mark.grading  # a fresh environment (tests/conftest.py's tiers)
 def test_the_checks_import_and_run_with_torch_alone(bare_python):
     mistake = EXERCISES["masked_softmax"].mistakes[0]
     code = f"""
@@ -105,6 +106,7 @@ print("loaded:", sorted({{m.split(".")[0] for m in sys.modules}} & set(absent)))
     assert lines[1:] == [f"failed: {mistake.key}", "loaded: []"]
 
 
+@pytest.mark.grading  # a fresh environment (tests/conftest.py's tiers)
 def test_the_gpu_tests_collect_without_traitlets(bare_python):
     done = _run(bare_python, "-m", "pytest", "-q", "-m", "gpu", "tests/test_grader.py")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -113,6 +115,7 @@ def test_the_gpu_tests_collect_without_traitlets(bare_python):
     assert "needs CUDA" in done.stdout and " error" not in done.stdout
 
 
+@pytest.mark.grading  # a fresh environment (tests/conftest.py's tiers)
 def test_the_quick_run_compares_every_exercise_and_mistake_cpu_against_cpu(bare_python, tmp_path):
     out = tmp_path / "gpu_check.json"
     done = _run(bare_python, str(SCRIPT), "--device", "cpu", "--quick", "--json", str(out))
@@ -212,6 +215,7 @@ def _probe_wheel(folder):
     return folder
 
 
+@pytest.mark.grading
 @pytest.mark.parametrize("installer", ["pip", "unpack"])
 def test_a_throwaway_venv_gets_the_wheels_without_an_index_and_sees_torch(tmp_path, installer):
     wheelhouse = _probe_wheel(tmp_path / "wheels")
@@ -222,6 +226,18 @@ def test_a_throwaway_venv_gets_the_wheels_without_an_index_and_sees_torch(tmp_pa
                           env=_bare_env(), capture_output=True, text=True)
     assert done.stdout.split() == ["7", "True"], done.stderr[-2000:]
     assert (tmp_path / "venv" / "share" / "gpu_check_probe" / "note.txt").read_text() == "data\n"
+
+
+def test_without_a_venv_the_wheels_are_unpacked_beside_this_python(tmp_path, monkeypatch):
+    def no_venv(*args, **kwargs):
+        raise subprocess.CalledProcessError(1, [sys.executable, "-m", "venv"])
+    monkeypatch.setattr(gpu_check, "make_venv", no_venv)
+    unpacked = []
+    monkeypatch.setattr(gpu_check, "unpack_wheels", lambda wheels, site, prefix: unpacked.append(Path(wheels)))
+    info = gpu_check.run_notebooks("cpu", only=["no notebook has this name"], installer="auto",
+                                   wheelhouse=_probe_wheel(tmp_path / "wheels"), timeout=10, jobs=1, progress=False)
+    assert info["how"].startswith("this python (no venv could be made), wheels installed by unpacking")
+    assert unpacked == [tmp_path / "wheels"] and info["notebooks"] == []
 
 
 @pytest.mark.notebooks
