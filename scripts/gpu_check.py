@@ -309,7 +309,7 @@ class Summary:
     named_equal: int = 0
     correct_cpu: list = field(default_factory=lambda: [0, 0])  # correct answers' checks passed, run
     correct_dev: list = field(default_factory=lambda: [0, 0])
-    dtypes: dict = field(default_factory=dict)  # dtype -> [equal, compared] or a reason it is not run
+    dtypes: dict = field(default_factory=dict)  # dtype -> [passed on both sides, run] or why it is not run
     tf32: list = field(default_factory=lambda: [0, 0])  # passed with TF32 where the CPU passed, compared
     device_only: list = field(default_factory=lambda: [0, 0])  # named as expected, run
     errors: int = 0
@@ -394,9 +394,9 @@ def judge(rows, results, device_type, accepted_reasons):
             for count, res in ((s.correct_cpu, cpu), (s.correct_dev, dev)):
                 count[0] += res["verdict"] == "pass"
                 count[1] += 1
-        if row.dtype != "float32":
+        if row.dtype != "float32":  # the correct answers in another dtype: passing on both sides
             pair = s.dtypes.setdefault(row.dtype, [0, 0])
-            pair[0] += same
+            pair[0] += cpu["verdict"] == dev["verdict"] == "pass"
             pair[1] += 1
         record["judged"] = "same" if same and named is not False else "differs"
         if not same or named is False:
