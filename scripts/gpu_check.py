@@ -692,7 +692,7 @@ def execute_notebook(path, executed, timeout):
     nb = nbformat.read(path, as_version=4)
     error = None
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="gpu-check", record_timing=False,
+        NotebookClient(nb, timeout=timeout, startup_timeout=timeout, kernel_name="gpu-check", record_timing=False,
                        resources={"metadata": {"path": str(Path(path).parent)}}).execute()
     except Exception as err:  # a cell that failed: the notebook is kept as far as it ran
         error = f"{type(err).__name__}: " + (str(err).strip().splitlines() or [""])[-1][:300]
