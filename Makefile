@@ -172,3 +172,24 @@ clean-grades:
 	  if [ "$$answer" != delete ]; then echo "not deleted"; exit 1; fi; \
 	fi; \
 	rm -rf $$present && echo "deleted"
+
+# --- on a GPU: the checks on CUDA against the CPU (scripts/gpu_check.py; README "On a GPU") ---
+# Made for a bare machine with torch: no make install; the machine's own python3.
+GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
+GPU_WHEELHOUSE ?= gpu-wheelhouse
+GPU_PYTHON_VERSION ?= 3.12
+GPU_PLATFORMS ?= manylinux2014_x86_64 manylinux_2_28_x86_64
+
+.PHONY: gpu-check gpu-wheelhouse
+
+## On a CUDA machine: every check on CUDA against the CPU, 08 timed, the notebooks (GPU_CHECK_ARGS=...).
+gpu-check:
+	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+
+## The wheels the notebooks need on a bare GPU machine (nbclient, ipykernel, ipywidgets; Python 3.12).
+gpu-wheelhouse:
+	$(GPU_PYTHON) -m pip download --quiet --dest $(GPU_WHEELHOUSE) --only-binary=:all: \
+	  --python-version $(GPU_PYTHON_VERSION) --implementation cp $(foreach p,$(GPU_PLATFORMS),--platform $(p)) \
+	  -c $(LOCK) nbclient ipykernel ipywidgets
+	@du -sh $(GPU_WHEELHOUSE) | awk '{print "$(GPU_WHEELHOUSE): " $$1 " in " n " wheels"}' n=$$(ls $(GPU_WHEELHOUSE)/*.whl | wc -l)
