@@ -909,3 +909,219 @@ BY_EXERCISE = {
     "block": BLOCK, "gpt": GPT, "generate": GENERATE, "online_softmax": ONLINE_SOFTMAX,
     "tiled_attention": TILED_ATTENTION, "cached_attention": CACHED_ATTENTION,
 }
+
+
+# --- 09: rotary positions -------------------------------------------------------------
+
+def _rope(x, positions, *, pairing="interleaved", layout="interleaved", sign=1, restart=False,
+          exponent=2.0, one_frequency=False):
+    """apply_rope with the knobs a learner can turn: which dims pair up (adjacent, or the two
+    halves as rotate_half does), how the angles are laid out over the dims, the direction
+    of the turn, the positions used, the frequencies."""
+    head_size, half = x.shape[-1], x.shape[-1] // 2
+    pos = torch.arange(x.shape[-2], device=x.device) if restart else positions  # (T,)
+    i = torch.arange(half, dtype=x.dtype, device=x.device)  # (head_size // 2,)
+    freq = torch.ones_like(i) if one_frequency else ref.ROPE_BASE ** (-exponent * i / head_size)
+    angles = pos.to(x.dtype).view(-1, 1) * freq  # (T, head_size // 2)
+    if layout == "interleaved":  # (a0, a0, a1, a1, ...): one angle per adjacent pair
+        angles = angles.repeat_interleave(2, dim=-1)  # (T, head_size)
+    else:  # (a0, a1, ..., a0, a1, ...): one angle per pair of halves
+        angles = torch.cat([angles, angles], dim=-1)  # (T, head_size)
+    if pairing == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        turned = torch.stack([-x2, x1], dim=-1).flatten(-2)  # (..., T, head_size)
+    else:  # rotate_half
+        turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., T, head_size)
+    return x * angles.cos() + turned * (sign * angles.sin())
+
+
+HALF_SPLIT = "pairs (i, i + head_size/2) turned (the rotate_half convention)"
+HALF_SPLIT_HINT = ("this notebook pairs adjacent dims (2i, 2i + 1), as the complex numbers x[2i] + 1j x[2i+1] "
+                   "do; weights trained with one pairing give wrong scores under the other (see Hint 3).")
+APPLY_ROPE = (
+    Mistake("rope_half_split", HALF_SPLIT, HALF_SPLIT_HINT,
+            lambda x, p: _rope(x, p, pairing="half", layout="half")),
+    Mistake("rope_rotate_half_interleaved_angles",
+            "rotate_half pairs (i, i + head_size/2) given angles laid out for adjacent pairs",
+            "the angles (a0, a0, a1, a1, ...) belong to adjacent pairs (2i, 2i + 1): turn those pairs, not "
+            "the two halves. Mixing the conventions is a bug that shipped in real ports of Llama.",
+            lambda x, p: _rope(x, p, pairing="half", layout="interleaved")),
+    Mistake("rope_adjacent_pairs_half_angles",
+            "adjacent pairs (2i, 2i + 1) given angles laid out for the two halves",
+            "the two dims of a pair must turn by the same angle: lay the angles out as (a0, a0, a1, a1, ...) "
+            "(repeat_interleave), not (a0, a1, ..., a0, a1, ...) (cat), which belongs to rotate_half.",
+            lambda x, p: _rope(x, p, pairing="interleaved", layout="half")),
+    Mistake("rope_positions_from_zero", "positions counted from 0 instead of the positions given",
+            "turn each vector by its position in the text, positions[t], not by t: with a cache, a new "
+            "chunk of tokens starts where the text so far ends, not at 0.",
+            lambda x, p: _rope(x, p, restart=True)),
+    Mistake("rope_wrong_direction", "every pair turned the other way (by -angle)",
+            "new = (a cos - b sin, a sin + b cos): the first of a pair loses b sin, the second gains a sin.",
+            lambda x, p: _rope(x, p, sign=-1)),
+    Mistake("rope_exponent", "frequencies base ** (-i / head_size): the exponent misses its factor 2",
+            "pair i turns at base ** (-2i / head_size), so that the last pair's frequency is near 1/base.",
+            lambda x, p: _rope(x, p, exponent=1.0)),
+    Mistake("rope_one_frequency", "every pair turned by the same angle, the position itself",
+            "each pair has its own frequency, base ** (-2i / head_size): fast for the first pairs, slow "
+            "for the last, so that both near and far distances are told apart.",
+            lambda x, p: _rope(x, p, one_frequency=True)),
+)
+
+
+# --- 09: grouped key/value heads ------------------------------------------------------
+
+def _gqa(q, k, v, n_kv_heads, mask, *, kv_map="interleave", scale=True, mask_mode="fill"):
+    """grouped_query_attention with the knobs a learner can turn: how query heads find
+    their key/value head, the scale, the mask."""
+    B, n_heads, T_k = q.shape[0], q.shape[1], k.shape[2]
+    group = n_heads // n_kv_heads
+    if kv_map == "interleave":  # [h0, h0, h0, h1, h1, h1]
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    elif kv_map == "tile":  # [h0, h1, h0, h1, h0, h1]
+        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+    elif kv_map == "first":  # h // n_heads: every query head reads key/value head 0
+        k, v = k[:, :1].expand(-1, n_heads, -1, -1), v[:, :1].expand(-1, n_heads, -1, -1)
+    elif kv_map == "divisor":  # query head h reads key/value head h // n_kv_heads
+        idx = [h // n_kv_heads for h in range(n_heads)]
+        k, v = torch.stack([k[:, j] for j in idx], 1), torch.stack([v[:, j] for j in idx], 1)
+    elif kv_map == "time":  # repeat_kv written for (B, T, H, D) on (B, H, T, D): time repeated, reshaped
+        k = k.repeat_interleave(group, 2).reshape(B, n_heads, T_k, -1)
+        v = v.repeat_interleave(group, 2).reshape(B, n_heads, T_k, -1)
+    # kv_map == "none": n_kv_heads heads against n_heads: the matmul cannot broadcast them
+    wei = q @ k.mT * (q.shape[-1] ** -0.5 if scale else 1.0)  # (B, n_heads, T_q, T_k)
+    if mask_mode == "fill":
+        wei = wei.masked_fill(mask, float("-inf"))
+    elif mask_mode == "inverted":
+        wei = wei.masked_fill(~mask, float("-inf"))
+    elif mask_mode == "transposed":
+        wei = wei.masked_fill(mask.mT, float("-inf"))
+    return torch.softmax(wei, dim=-1).nan_to_num(0.0) @ v  # (B, n_heads, T_q, head_size)
+
+
+GROUPED_QUERY_ATTENTION = (
+    Mistake("kv_tiled", "key/value heads tiled (repeat) instead of repeated in place (repeat_interleave)",
+            "query heads 0..group-1 share key/value head 0: the heads must come out as [h0, h0, h1, h1], "
+            "not [h0, h1, h0, h1]. This very mistake shipped in several public GQA implementations.",
+            lambda *a: _gqa(*a, kv_map="tile")),
+    Mistake("kv_head_zero", "every query head reads key/value head 0",
+            "query head h belongs to group h // (n_heads // n_kv_heads); dividing by n_heads gives 0 for "
+            "every head.", lambda *a: _gqa(*a, kv_map="first")),
+    Mistake("kv_head_divisor", "query head h given key/value head h // n_kv_heads",
+            "the group size is n_heads // n_kv_heads: head h belongs to key/value head "
+            "h // (n_heads // n_kv_heads).", lambda *a: _gqa(*a, kv_map="divisor")),
+    Mistake("kv_not_repeated", "key/value heads not repeated along the heads dim",
+            "k and v hold n_kv_heads heads on dim 1: repeat each one n_heads // n_kv_heads times along "
+            "dim 1 (not dim 2, which is time in (B, n_heads, T, head_size)).",
+            lambda *a: _gqa(*a, kv_map="none")),
+    Mistake("kv_repeated_along_time",
+            "key/value heads repeated along time, then reshaped into heads",
+            "repeat along dim 1, the heads: repeating dim 2 (time, in this layout) and reshaping mixes "
+            "positions into other heads. Code written for (B, T, n_heads, head_size) has its heads on dim 2.",
+            lambda *a: _gqa(*a, kv_map="time")),
+    Mistake("missing_scale", "no scale", "multiply the scores by head_size ** -0.5 (head_size = q.shape[-1]).",
+            lambda *a: _gqa(*a, scale=False)),
+    Mistake("mask_inverted", "mask polarity inverted (True taken as may attend)",
+            "here mask is True where a query may NOT attend: fill those scores with -inf. "
+            "(F.scaled_dot_product_attention's boolean attn_mask means the opposite.)",
+            lambda *a: _gqa(*a, mask_mode="inverted")),
+    Mistake("mask_transposed", "the mask transposed (mask.mT)",
+            "mask[i, j] is about query i and key j, like the scores q @ k.mT: use it as it is.",
+            lambda *a: _gqa(*a, mask_mode="transposed")),
+)
+
+
+# --- 09: a sliding window with a rolling key/value cache ------------------------------
+
+def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, chunks, *,
+                   lower=0, upper=0, keep=None, single_unmasked=False, chunk_band=True, positions="text",
+                   rope="both", kv_map="interleave", append="before"):
+    """SlidingWindowAttention fed x in chunks, with a cache of (key, value, position) and the
+    knobs a learner can turn: the window's lower edge (lower=1: window + 1 tokens seen) and
+    its diagonal (upper=-1: a token does not see itself; 1: it sees the next one), how many
+    entries the cache keeps after each step, whether a single new token is masked at all
+    and a chunk by the window, the positions the rotation uses, which of q and k it turns,
+    how query heads find their key/value head, and whether the new keys are attended to."""
+    B, T, C = x.shape
+    head_size = w_query.shape[0] // n_heads
+    keep = window - 1 if keep is None else keep
+    heads = lambda t, n: t.view(B, t.shape[1], n, head_size).transpose(1, 2)  # (B, n, T_new, head_size)
+    K = V = P = None  # the cache: keys, values (B, n_kv_heads, L, head_size) and their positions (L,)
+    outs, start = [], 0
+    for n in chunks:
+        xc = x[:, start:start + n]  # (B, n, C)
+        pos = torch.arange(start, start + n, device=x.device)  # (n,) their positions in the text
+        turn_at = {"text": pos, "restart": pos - start,
+                   "cache_length": pos - start + (0 if K is None else K.shape[2])}[positions]
+        q, k, v = heads(xc @ w_query.mT, n_heads), heads(xc @ w_key.mT, n_kv_heads), heads(xc @ w_value.mT, n_kv_heads)
+        if rope in ("both", "q_only"):
+            q = ref.apply_rope(q, turn_at)
+        if rope == "both":
+            k = ref.apply_rope(k, turn_at)
+        if K is None:
+            keys, values, key_pos = k, v, pos
+        elif append == "before":
+            keys, values, key_pos = torch.cat([K, k], 2), torch.cat([V, v], 2), torch.cat([P, pos])
+        else:  # the new tokens attend to the cache only, and are appended afterwards
+            keys, values, key_pos = K, V, P
+        rows, cols = pos.view(-1, 1), key_pos.view(1, -1)  # (n, 1), (1, L)
+        hide = cols > rows + upper
+        if chunk_band and not (single_unmasked and n == 1):
+            hide = hide | (cols <= rows - window - lower)
+        if single_unmasked and n == 1:
+            hide = torch.zeros_like(hide)
+        out = _gqa(q, keys, values, n_kv_heads, hide, kv_map=kv_map)  # (B, n_heads, n, head_size)
+        outs.append(out.transpose(1, 2).reshape(B, n, -1) @ w_proj.mT + b_proj)
+        K = k if K is None else torch.cat([K, k], 2)
+        V = v if V is None else torch.cat([V, v], 2)
+        P = pos if P is None else torch.cat([P, pos])
+        K, V, P = K[:, :, K.shape[2] - keep:], V[:, :, V.shape[2] - keep:], P[P.shape[0] - keep:]
+        start += n
+    return torch.cat(outs, dim=1)  # (B, T, C)
+
+
+SLIDING_WINDOW_ATTENTION = (
+    Mistake("window_plus_one", "each token sees window + 1 tokens, itself and window before it",
+            "the window counts the token itself: keys at positions p - window + 1 .. p, hidden when "
+            "key <= p - window. FlashAttention's window_size=(W, 0) means W + 1 tokens; the off-by-one "
+            "shipped in widely used libraries.", lambda *a: _window_stream(*a, lower=1, keep=a[8])),
+    Mistake("window_minus_one", "each token sees window - 1 tokens: the window's edge one short",
+            "a token sees itself and the window - 1 before it, window tokens in all: hide keys at "
+            "key <= p - window, not key <= p - window + 1.", lambda *a: _window_stream(*a, lower=-1)),
+    Mistake("window_hides_itself", "the mask's diagonal off by one: a token does not see itself",
+            "hide the keys after the query (key > p), not from the query on (key >= p): position 0 would "
+            "see nothing at all.", lambda *a: _window_stream(*a, upper=-1)),
+    Mistake("window_sees_next", "the mask's diagonal off by one: a token sees the next one too",
+            "inside a chunk of several tokens, hide every key after the query's own position (key > p).",
+            lambda *a: _window_stream(*a, upper=1)),
+    Mistake("no_window_in_chunk", "no window inside a chunk: a prompt's tokens see all the prompt before them",
+            "the cache's size limits a single new token, but a chunk of several tokens needs the window in "
+            "its mask too: hide keys at key <= p - window.", lambda *a: _window_stream(*a, chunk_band=False)),
+    Mistake("cache_one_long", "the cache keeps window keys, and a single new token sees them all: window + 1",
+            "the mask and the cache must agree: a new token sees the window - 1 before it and itself. Keep "
+            "window - 1 entries after the step, or mask the oldest one (this disagreement shipped in a "
+            "widely used library).", lambda *a: _window_stream(*a, single_unmasked=True, keep=a[8])),
+    Mistake("cache_one_short", "the rolling cache one entry short: a new token sees only window - 1 tokens",
+            "the mask and the cache must agree: after a step, keep the last window - 1 keys and values (or "
+            "window of them), so that the next token sees window tokens with its own.",
+            lambda *a: _window_stream(*a, keep=a[8] - 2)),
+    Mistake("appended_after_attention", "the new keys and values appended after the attention step",
+            "append them first (or attend over the cache and the new ones together): a token sees itself.",
+            lambda *a: _window_stream(*a, append="after")),
+    Mistake("positions_restarted", "rotary positions restarted at 0 for each new chunk",
+            "turn the new queries and keys at their positions in the text, tokens seen so far + 0 .. "
+            "T_new - 1: keep a count of the tokens seen.", lambda *a: _window_stream(*a, positions="restart")),
+    Mistake("positions_from_cache_length", "rotary positions counted from the cache's length",
+            "the cache stops growing once it holds the window, but positions go on: count the tokens seen "
+            "so far (self.seen), not the keys cached.", lambda *a: _window_stream(*a, positions="cache_length")),
+    Mistake("rope_queries_only", "only the queries rotated, not the keys",
+            "rotate the new keys too, at the same positions, before they go into the cache: the score then "
+            "depends on the distance between query and key.", lambda *a: _window_stream(*a, rope="q_only")),
+    Mistake("no_rope", "no rotary positions", "rotate the new queries and keys with your apply_rope, at "
+            "their positions in the text.", lambda *a: _window_stream(*a, rope="none")),
+    Mistake("kv_tiled", GROUPED_QUERY_ATTENTION[0].name, GROUPED_QUERY_ATTENTION[0].hint,
+            lambda *a: _window_stream(*a, kv_map="tile")),
+)
+
+
+BY_EXERCISE.update({"apply_rope": APPLY_ROPE, "grouped_query_attention": GROUPED_QUERY_ATTENTION,
+                    "sliding_window_attention": SLIDING_WINDOW_ATTENTION})
