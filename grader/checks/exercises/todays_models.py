@@ -374,7 +374,7 @@ EXERCISES["apply_rope"] = Exercise(
 EXERCISES["grouped_query_attention"] = Exercise(
     name="grouped_query_attention", call=_call_gqa, reference=registry.reference("grouped_query_attention"),
     draw=_draw_gqa,
-    dims={"B": (4, (2, 5)), "n_kv_heads": (2, (2, 3)), "group": (3, (2, 4)), "T": (11, (9, 15)),
+    dims={"B": (4, (2, 5)), "n_kv_heads": (3, (2, 3)), "group": (2, (2, 4)), "T": (11, (9, 15)),
           "head_size": (5, (4, 7))},
     distinct=("B", "n_kv_heads", "T", "head_size"),
     shape=lambda i: (i["q"].shape, ("B", "n_heads", "T_q", "head_size")),
