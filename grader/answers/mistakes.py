@@ -995,7 +995,7 @@ def _gqa(q, k, v, n_kv_heads, mask, *, kv_map="interleave", scale=True, mask_mod
         wei = wei.masked_fill(~mask, float("-inf"))
     elif mask_mode == "transposed":
         wei = wei.masked_fill(mask.mT, float("-inf"))
-    return torch.softmax(wei, dim=-1).nan_to_num(0.0) @ v  # (B, n_heads, T_q, head_size)
+    return torch.softmax(wei, dim=-1) @ v  # (B, n_heads, T_q, head_size); a row with no key is NaN
 
 
 GROUPED_QUERY_ATTENTION = (
@@ -1050,7 +1050,7 @@ def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_hea
     for n in chunks:
         xc = x[:, start:start + n]  # (B, n, C)
         pos = torch.arange(start, start + n, device=x.device)  # (n,) their positions in the text
-        turn_at = {"text": pos, "restart": pos - start,
+        turn_at = {"text": pos, "restart": pos - start, "restart_all": pos - start,
                    "cache_length": pos - start + (0 if K is None else K.shape[2])}[positions]
         q, k, v = heads(xc @ w_query.mT, n_heads), heads(xc @ w_key.mT, n_kv_heads), heads(xc @ w_value.mT, n_kv_heads)
         if rope in ("both", "q_only"):
@@ -1063,7 +1063,8 @@ def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_hea
             keys, values, key_pos = torch.cat([K, k], 2), torch.cat([V, v], 2), torch.cat([P, pos])
         else:  # the new tokens attend to the cache only, and are appended afterwards
             keys, values, key_pos = K, V, P
-        rows, cols = pos.view(-1, 1), key_pos.view(1, -1)  # (n, 1), (1, L)
+        rows = (turn_at if positions == "restart_all" else pos).view(-1, 1)  # (n, 1) the queries' positions
+        cols = key_pos.view(1, -1)  # (1, L)
         hide = cols > rows + upper
         if chunk_band and not (single_unmasked and n == 1):
             hide = hide | (cols <= rows - window - lower)
@@ -1110,6 +1111,11 @@ SLIDING_WINDOW_ATTENTION = (
     Mistake("positions_restarted", "rotary positions restarted at 0 for each new chunk",
             "turn the new queries and keys at their positions in the text, tokens seen so far + 0 .. "
             "T_new - 1: keep a count of the tokens seen.", lambda *a: _window_stream(*a, positions="restart")),
+    Mistake("positions_restarted_in_mask",
+            "positions restarted at 0 for each new chunk, in the rotation and in the mask",
+            "the new tokens sit at positions self.seen .. self.seen + T_new - 1 of the text: with positions "
+            "from 0, the rotation is wrong and the mask hides every cached key from them (NaN).",
+            lambda *a: _window_stream(*a, positions="restart_all")),
     Mistake("positions_from_cache_length", "rotary positions counted from the cache's length",
             "the cache stops growing once it holds the window, but positions go on: count the tokens seen "
             "so far (self.seen), not the keys cached.", lambda *a: _window_stream(*a, positions="cache_length")),

@@ -459,8 +459,9 @@ def _stream(student, call):
 def held_report(model, sizes):
     """What a module holds besides its parameters (its cache: attributes, buffers, and
     tensors in lists, tuples, dicts and deques, each tensor counted once), as a float64
-    tensor: [numbers held, those in tensors with a dim of sizes["n_heads"] and none of
-    sizes["n_kv_heads"], those in tensors with a dim of sizes["n_kv_heads"], tensors held]."""
+    tensor: [numbers held, those in tensors of sizes["n_heads"] heads, those in tensors of
+    sizes["n_kv_heads"] heads, tensors held]. A 4-D tensor's heads are its dim 1, as in
+    (B, heads, L, head_size); another tensor's are the one of the two sizes it has."""
     import collections
 
     params = {id(p) for p in model.parameters()}
@@ -476,9 +477,11 @@ def held_report(model, sizes):
             shape = tuple(value.shape)
             counts[0] += value.numel()
             counts[3] += 1
-            if sizes["n_heads"] in shape and sizes["n_kv_heads"] not in shape:
+            heads = shape[1] if len(shape) == 4 else None  # (B, heads, L, head_size), the course's layout
+            if heads == sizes["n_heads"] or (heads is None and sizes["n_heads"] in shape
+                                             and sizes["n_kv_heads"] not in shape):
                 counts[1] += value.numel()
-            elif sizes["n_kv_heads"] in shape:
+            elif heads == sizes["n_kv_heads"] or (heads is None and sizes["n_kv_heads"] in shape):
                 counts[2] += value.numel()
         elif isinstance(value, dict):
             for item in list(value.values()):

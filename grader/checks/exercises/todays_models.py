@@ -222,7 +222,9 @@ def _window_chunks(T_prompt, window, taken):
 
 def _draw_window(gen, case, d):
     B, C, n_kv, (_, group, nh) = d["B"], d["C"], d["n_kv_heads"], _gqa_heads(d)
-    window = bump(d["window"], {B, n_kv, nh})
+    window = d["window"]
+    while {window - 1, window} & {B, n_kv, nh}:  # a full cache's length names no other size
+        window += 1
     hs = 2 * d["half"]  # rotary positions turn pairs of dims
     while hs in {B, n_kv, nh, window}:
         hs += 2
