@@ -914,7 +914,7 @@ BY_EXERCISE = {
 # --- 09: rotary positions -------------------------------------------------------------
 
 def _rope(x, positions, *, pairing="interleaved", layout="interleaved", sign=1, restart=False,
-          exponent=2.0, one_frequency=False):
+          exponent=2.0, one_frequency=False, put_back="interleaved"):
     """apply_rope with the knobs a learner can turn: which dims pair up (adjacent, or the two
     halves as rotate_half does), how the angles are laid out over the dims, the direction
     of the turn, the positions used, the frequencies."""
@@ -932,7 +932,10 @@ def _rope(x, positions, *, pairing="interleaved", layout="interleaved", sign=1, 
         turned = torch.stack([-x2, x1], dim=-1).flatten(-2)  # (..., T, head_size)
     else:  # rotate_half
         turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., T, head_size)
-    return x * angles.cos() + turned * (sign * angles.sin())
+    out = x * angles.cos() + turned * (sign * angles.sin())
+    if put_back == "halves":  # the turned pairs' first numbers, then their second numbers
+        out = torch.cat([out[..., 0::2], out[..., 1::2]], dim=-1)
+    return out
 
 
 HALF_SPLIT = "pairs (i, i + head_size/2) turned (the rotate_half convention)"
@@ -961,6 +964,13 @@ APPLY_ROPE = (
     Mistake("rope_exponent", "frequencies base ** (-i / head_size): the exponent misses its factor 2",
             "pair i turns at base ** (-2i / head_size), so that the last pair's frequency is near 1/base.",
             lambda x, p: _rope(x, p, exponent=1.0)),
+    Mistake("rope_exponent_pairs", "frequencies base ** (-2i / (head_size / 2)): divided by the pairs, not the dims",
+            "the exponent is -2i / head_size, with head_size the whole vector's length: the last pair then "
+            "turns at nearly 1/base per position.", lambda x, p: _rope(x, p, exponent=4.0)),
+    Mistake("rope_pairs_put_back_as_halves", "the turned pairs put back as two halves (torch.cat)",
+            "the pairs are turned right, but each pair's two numbers must go back to dims (2i, 2i + 1): "
+            "interleave them (torch.stack(..., dim=-1).flatten(-2)), do not concatenate them.",
+            lambda x, p: _rope(x, p, put_back="halves")),
     Mistake("rope_one_frequency", "every pair turned by the same angle, the position itself",
             "each pair has its own frequency, base ** (-2i / head_size): fast for the first pairs, slow "
             "for the last, so that both near and far distances are told apart.",
@@ -970,7 +980,7 @@ APPLY_ROPE = (
 
 # --- 09: grouped key/value heads ------------------------------------------------------
 
-def _gqa(q, k, v, n_kv_heads, mask, *, kv_map="interleave", scale=True, mask_mode="fill"):
+def _gqa(q, k, v, n_kv_heads, mask, *, kv_map="interleave", scale=True, mask_mode="fill", dim=-1, factor=None):
     """grouped_query_attention with the knobs a learner can turn: how query heads find
     their key/value head, the scale, the mask."""
     B, n_heads, T_k = q.shape[0], q.shape[1], k.shape[2]
@@ -984,18 +994,21 @@ def _gqa(q, k, v, n_kv_heads, mask, *, kv_map="interleave", scale=True, mask_mod
     elif kv_map == "divisor":  # query head h reads key/value head h // n_kv_heads
         idx = [h // n_kv_heads for h in range(n_heads)]
         k, v = torch.stack([k[:, j] for j in idx], 1), torch.stack([v[:, j] for j in idx], 1)
+    elif kv_map == "zero":  # the group size n_kv_heads // n_heads: every head repeated 0 times
+        k, v = k.repeat_interleave(n_kv_heads // n_heads, 1), v.repeat_interleave(n_kv_heads // n_heads, 1)
     elif kv_map == "time":  # repeat_kv written for (B, T, H, D) on (B, H, T, D): time repeated, reshaped
         k = k.repeat_interleave(group, 2).reshape(B, n_heads, T_k, -1)
         v = v.repeat_interleave(group, 2).reshape(B, n_heads, T_k, -1)
     # kv_map == "none": n_kv_heads heads against n_heads: the matmul cannot broadcast them
-    wei = q @ k.mT * (q.shape[-1] ** -0.5 if scale else 1.0)  # (B, n_heads, T_q, T_k)
+    factor = factor if factor is not None else q.shape[-1] ** -0.5 if scale else 1.0
+    wei = q @ k.mT * factor  # (B, n_heads, T_q, T_k)
     if mask_mode == "fill":
         wei = wei.masked_fill(mask, float("-inf"))
     elif mask_mode == "inverted":
         wei = wei.masked_fill(~mask, float("-inf"))
     elif mask_mode == "transposed":
         wei = wei.masked_fill(mask.mT, float("-inf"))
-    return torch.softmax(wei, dim=-1) @ v  # (B, n_heads, T_q, head_size); a row with no key is NaN
+    return torch.softmax(wei, dim=dim) @ v  # (B, n_heads, T_q, head_size); a row with no key is NaN
 
 
 GROUPED_QUERY_ATTENTION = (
@@ -1018,12 +1031,23 @@ GROUPED_QUERY_ATTENTION = (
             "repeat along dim 1, the heads: repeating dim 2 (time, in this layout) and reshaping mixes "
             "positions into other heads. Code written for (B, T, n_heads, head_size) has its heads on dim 2.",
             lambda *a: _gqa(*a, kv_map="time")),
+    Mistake("kv_group_zero", "the group size computed the wrong way round: n_kv_heads // n_heads is 0",
+            "each key/value head serves n_heads // n_kv_heads query heads (q.shape[1] // n_kv_heads).",
+            lambda *a: _gqa(*a, kv_map="zero")),
     Mistake("missing_scale", "no scale", "multiply the scores by head_size ** -0.5 (head_size = q.shape[-1]).",
             lambda *a: _gqa(*a, scale=False)),
+    Mistake("scale_by_width", "scores scaled by (n_heads * head_size) ** -0.5, the model's width",
+            "each head's dot products have head_size terms: scale by head_size ** -0.5 (q.shape[-1]).",
+            lambda *a: _gqa(*a, factor=(a[0].shape[1] * a[0].shape[-1]) ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).", lambda *a: _gqa(*a, factor=1 / a[0].shape[-1])),
     Mistake("mask_inverted", "mask polarity inverted (True taken as may attend)",
             "here mask is True where a query may NOT attend: fill those scores with -inf. "
             "(F.scaled_dot_product_attention's boolean attn_mask means the opposite.)",
             lambda *a: _gqa(*a, mask_mode="inverted")),
+    Mistake("softmax_over_queries", "softmax over the queries (dim=-2)",
+            "each query's weights over the keys must sum to 1: softmax over the last dim (dim=-1).",
+            lambda *a: _gqa(*a, dim=-2)),
     Mistake("mask_transposed", "the mask transposed (mask.mT)",
             "mask[i, j] is about query i and key j, like the scores q @ k.mT: use it as it is.",
             lambda *a: _gqa(*a, mask_mode="transposed")),
@@ -1034,7 +1058,8 @@ GROUPED_QUERY_ATTENTION = (
 
 def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, chunks, *,
                    lower=0, upper=0, keep=None, single_unmasked=False, chunk_band=True, positions="text",
-                   rope="both", kv_map="interleave", append="before"):
+                   rope="both", kv_map="interleave", append="before", stored="all", align="text",
+                   single_sees=None, merge="transpose", split="transpose"):
     """SlidingWindowAttention fed x in chunks, with a cache of (key, value, position) and the
     knobs a learner can turn: the window's lower edge (lower=1: window + 1 tokens seen) and
     its diagonal (upper=-1: a token does not see itself; 1: it sees the next one), how many
@@ -1045,6 +1070,8 @@ def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_hea
     head_size = w_query.shape[0] // n_heads
     keep = window - 1 if keep is None else keep
     heads = lambda t, n: t.view(B, t.shape[1], n, head_size).transpose(1, 2)  # (B, n, T_new, head_size)
+    if split == "view":  # viewed as (B, n, T_new, head_size) straight away: tokens and heads mixed
+        heads = lambda t, n: t.reshape(B, n, t.shape[1], head_size)
     K = V = P = None  # the cache: keys, values (B, n_kv_heads, L, head_size) and their positions (L,)
     outs, start = [], 0
     for n in chunks:
@@ -1065,16 +1092,24 @@ def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_hea
             keys, values, key_pos = K, V, P
         rows = (turn_at if positions == "restart_all" else pos).view(-1, 1)  # (n, 1) the queries' positions
         cols = key_pos.view(1, -1)  # (1, L)
+        if align == "top_left":  # positions counted inside the attended keys, the first cached one at 0
+            rows = torch.arange(n, device=x.device).view(-1, 1)
+            cols = torch.arange(key_pos.shape[0], device=x.device).view(1, -1)
         hide = cols > rows + upper
         if chunk_band and not (single_unmasked and n == 1):
             hide = hide | (cols <= rows - window - lower)
         if single_unmasked and n == 1:
             hide = torch.zeros_like(hide)
+        if single_sees is not None and n == 1:  # a single token given only the last few keys
+            hide = hide.clone()
+            hide[:, :max(0, hide.shape[1] - single_sees)] = True
         out = _gqa(q, keys, values, n_kv_heads, hide, kv_map=kv_map)  # (B, n_heads, n, head_size)
-        outs.append(out.transpose(1, 2).reshape(B, n, -1) @ w_proj.mT + b_proj)
-        K = k if K is None else torch.cat([K, k], 2)
-        V = v if V is None else torch.cat([V, v], 2)
-        P = pos if P is None else torch.cat([P, pos])
+        out = out.transpose(1, 2) if merge == "transpose" else out
+        outs.append(out.reshape(B, n, -1) @ w_proj.mT + b_proj)
+        if stored == "new" or K is None:  # the cache replaced by the new entries
+            K, V, P = k, v, pos
+        else:
+            K, V, P = torch.cat([K, k], 2), torch.cat([V, v], 2), torch.cat([P, pos])
         K, V, P = K[:, :, K.shape[2] - keep:], V[:, :, V.shape[2] - keep:], P[P.shape[0] - keep:]
         start += n
     return torch.cat(outs, dim=1)  # (B, T, C)
@@ -1101,13 +1136,25 @@ SLIDING_WINDOW_ATTENTION = (
             "the mask and the cache must agree: a new token sees the window - 1 before it and itself. Keep "
             "window - 1 entries after the step, or mask the oldest one (this disagreement shipped in a "
             "widely used library).", lambda *a: _window_stream(*a, single_unmasked=True, keep=a[8])),
-    Mistake("cache_one_short", "the rolling cache one entry short: a new token sees only window - 1 tokens",
+    Mistake("cache_one_short", "the cache keeps window - 2 entries: a new token sees only window - 1 tokens",
             "the mask and the cache must agree: after a step, keep the last window - 1 keys and values (or "
             "window of them), so that the next token sees window tokens with its own.",
             lambda *a: _window_stream(*a, keep=a[8] - 2)),
+    Mistake("single_token_one_short", "a single new token sees window - 1 tokens, a token of a chunk window",
+            "the rolling cache is one slot short of the mask: a single new token must see the window - 1 "
+            "tokens before it and itself, as the same token inside a prompt does.",
+            lambda *a: _window_stream(*a, single_sees=a[8] - 1)),
     Mistake("appended_after_attention", "the new keys and values appended after the attention step",
             "append them first (or attend over the cache and the new ones together): a token sees itself.",
             lambda *a: _window_stream(*a, append="after")),
+    Mistake("cache_replaced", "the cache replaced by the new keys and values instead of extended",
+            "put the new keys and values after the cached ones (torch.cat along time), then keep the last "
+            "window - 1: a new token must see the tokens before it, not only the last chunk.",
+            lambda *a: _window_stream(*a, stored="new")),
+    Mistake("mask_top_left", "the mask counted from the first cached key, not from positions in the text",
+            "new token i sits at position self.seen + i, and the cached keys before it: compare positions in "
+            "the text (F.scaled_dot_product_attention's is_causal=True aligns them the other way).",
+            lambda *a: _window_stream(*a, align="top_left")),
     Mistake("positions_restarted", "rotary positions restarted at 0 for each new chunk",
             "turn the new queries and keys at their positions in the text, tokens seen so far + 0 .. "
             "T_new - 1: keep a count of the tokens seen.", lambda *a: _window_stream(*a, positions="restart")),
@@ -1126,6 +1173,12 @@ SLIDING_WINDOW_ATTENTION = (
             "their positions in the text.", lambda *a: _window_stream(*a, rope="none")),
     Mistake("kv_tiled", GROUPED_QUERY_ATTENTION[0].name, GROUPED_QUERY_ATTENTION[0].hint,
             lambda *a: _window_stream(*a, kv_map="tile")),
+    Mistake("merge_without_transpose", "heads joined without transposing back",
+            "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: transpose(1, 2) "
+            "first, then reshape.", lambda *a: _window_stream(*a, merge="none")),
+    Mistake("split_without_transpose", "heads split with a view to (B, heads, T_new, head_size) directly",
+            "the features of one token are head after head: view(B, T_new, heads, head_size), then "
+            "transpose(1, 2).", lambda *a: _window_stream(*a, split="view")),
 )
 
 

@@ -222,9 +222,7 @@ def _window_chunks(T_prompt, window, taken):
 
 def _draw_window(gen, case, d):
     B, C, n_kv, (_, group, nh) = d["B"], d["C"], d["n_kv_heads"], _gqa_heads(d)
-    window = d["window"]
-    while {window - 1, window} & {B, n_kv, nh}:  # a full cache's length names no other size
-        window += 1
+    window = bump(d["window"], {B, n_kv, nh})
     hs = 2 * d["half"]  # rotary positions turn pairs of dims
     while hs in {B, n_kv, nh, window}:
         hs += 2
@@ -322,14 +320,15 @@ def _keeps_the_window(ctx):
 
 def _reads_the_cache(ctx):
     """attends: the first token after the prompt sees the end of the prompt, from the cache."""
-    prompt = ctx.inputs["chunks"][0]
+    prompt, window = ctx.inputs["chunks"][0], int(ctx.inputs["window"])
     if len(ctx.inputs["chunks"]) < 2:
         return None
     x = ctx.inputs["x"].clone()
-    x[:, prompt - 1] += 3 * noise_like(x[:, prompt - 1])
+    seen = slice(prompt - window + 1, prompt)  # the prompt's tokens the next token may see
+    x[:, seen] += 3 * noise_like(x[:, seen])
     if ctx.close(ctx.run({**ctx.inputs, "x": x})[:, prompt], ctx.out[:, prompt]):
-        return ("at the first token after the prompt stays the same when the prompt's last token changes: "
-                "the cached keys and values are never read")
+        return (f"at the first token after the prompt stays the same when the prompt's last {window - 1} tokens "
+                "change: the cached keys and values are never read")
 
 
 def _window_baselines(inputs):
@@ -355,8 +354,8 @@ EXERCISES["apply_rope"] = Exercise(
     name="apply_rope", call=lambda i: {"kind": "function", "args": [i["x"], i["positions"]],
                                        "names": ["x", "positions"]},
     reference=registry.reference("apply_rope"), draw=_draw_rope,
-    dims={"B": (2, (2, 3)), "n_heads": (3, (4, 5)), "T": (37, (30, 45)), "half": (4, (3, 6)),
-          "first": (11, (3, 60))},
+    dims={"B": (3, (3, 4)), "n_heads": (5, (4, 5)), "T": (37, (30, 45)), "half": (4, (3, 6)),
+          "first": (11, (3, 60))},  # no size of 2, the size of a pair (in an error, a 2 names no size)
     distinct=("B", "n_heads", "T"), shape=lambda i: (i["x"].shape, ("B", "n_heads", "T", "head_size")),
     focuses={
         "output": Focus("returns x's shape, dtype and device", invariants=(FOLLOWS_INPUTS,)),
@@ -398,8 +397,8 @@ EXERCISES["grouped_query_attention"] = Exercise(
 EXERCISES["sliding_window_attention"] = Exercise(
     name="SlidingWindowAttention", call=_call_window, reference=registry.reference("sliding_window_attention"),
     draw=_draw_window, module=True,
-    dims={"B": (3, (2, 4)), "C": (14, (12, 18)), "n_kv_heads": (2, (2, 3)), "group": (3, (2, 3)),
-          "half": (4, (2, 5)), "window": (5, (3, 7))},
+    dims={"B": (4, (3, 4)), "C": (14, (12, 18)), "n_kv_heads": (3, (3, 4)), "group": (2, (2, 3)),
+          "half": (4, (2, 5)), "window": (5, (3, 7))},  # no size of 2, the size of a pair
     distinct=("B", "C", "n_kv_heads", "window"), shape=_window_shape,
     focuses={
         "output": Focus("returns (B, T_new, C) for every chunk of new tokens", invariants=(FOLLOWS_INPUTS,)),
