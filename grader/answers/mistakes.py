@@ -1032,7 +1032,8 @@ GROUPED_QUERY_ATTENTION = (
             "positions into other heads. Code written for (B, T, n_heads, head_size) has its heads on dim 2.",
             lambda *a: _gqa(*a, kv_map="time")),
     Mistake("kv_group_zero", "the group size computed the wrong way round: n_kv_heads // n_heads is 0",
-            "each key/value head serves n_heads // n_kv_heads query heads (q.shape[1] // n_kv_heads).",
+            "each key/value head serves n_heads // n_kv_heads query heads, n_heads being the number of query "
+            "heads, dim 1 of q.",
             lambda *a: _gqa(*a, kv_map="zero")),
     Mistake("missing_scale", "no scale", "multiply the scores by head_size ** -0.5 (head_size = q.shape[-1]).",
             lambda *a: _gqa(*a, scale=False)),
