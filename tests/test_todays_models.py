@@ -313,9 +313,9 @@ def test_every_catalogued_mistake_is_named_by_a_hidden_check(key, mistake):
     """The catalogue's own code (grader/answers/mistakes.py) is the course's, which a graded
     run refuses as a shortcut: the hidden values check runs ungraded here, and the mistakes
     below, written into the notebook's own solution cells, are graded."""
-    outcome = core.evaluate(EXERCISES[key], student_from(key, mistake.fn), "values", hidden=True, seed=11)
-    assert not outcome.passed
-    assert outcome.mistake == mistake.key, outcome.message
+    with pytest.raises(core.CheckError) as failed:  # run_check: evaluate would also draw its picture
+        core.run_check(EXERCISES[key], student_from(key, mistake.fn), "values", hidden=True, seed=11, quiet=True)
+    assert failed.value.finding == mistake.key, str(failed.value)
 
 
 NB09 = ROOT / "solutions" / "09_attention_in_todays_models" / "09_attention_in_todays_models.ipynb"
@@ -405,9 +405,10 @@ def test_each_mistake_of_the_issue_is_named_by_graded_checks(case):
     ns = notebook_code(edits)
     student = ns[EXERCISES[key].name]
     for kw in ({}, {"hidden": True, "seed": 21}):
-        outcome = core.evaluate(EXERCISES[key], student, focus, graded=True, **kw)
-        assert not outcome.passed and outcome.mistake == expected, outcome.message
-        assert len(outcome.message.splitlines()) <= 6, outcome.message
+        with pytest.raises(core.CheckError) as failed:  # as evaluate(graded=True), without its picture
+            core.run_check(EXERCISES[key], student, focus, graded=True, quiet=True, **kw)
+        assert failed.value.finding == expected, str(failed.value)
+        assert len(str(failed.value).splitlines()) <= 6, str(failed.value)
 
 
 def test_the_notebooks_own_solution_passes_graded():
