@@ -411,11 +411,18 @@ CORRECT.update({"apply_rope": apply_rope, "grouped_query_attention": grouped_que
 
 
 def _window_from(fn):
+    steps = getattr(fn, "steps", None)  # a catalogued mistake fed a chunk at a time (mistakes._window)
+
     class FromFnWindow(SlidingWindowAttention):
         def reset_cache(self):
-            self.seen_x, self.chunks = None, []
+            self.seen_x, self.chunks, self.stepper = None, [], None
 
         def forward(self, x):
+            if steps is not None:
+                if self.stepper is None:
+                    self.stepper = steps(self.query.weight, self.key.weight, self.value.weight, self.proj.weight,
+                                         self.proj.bias, self.n_heads, self.n_kv_heads, self.window)
+                return self.stepper.step(x)
             self.seen_x = x if self.seen_x is None else torch.cat([self.seen_x, x], dim=1)
             self.chunks.append(x.shape[1])
             out = fn(self.seen_x, self.query.weight, self.key.weight, self.value.weight, self.proj.weight,

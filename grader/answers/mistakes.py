@@ -6,6 +6,8 @@ and hint are shown. Each variant takes the same arguments as the matching functi
 ``grader.answers.reference``. The numbers in the comments refer to the list of misconceptions
 at the end of the curriculum.
 """
+import functools
+
 import torch
 
 from grader.answers import reference as ref
@@ -1057,129 +1059,163 @@ GROUPED_QUERY_ATTENTION = (
 
 # --- 09: a sliding window with a rolling key/value cache ------------------------------
 
-def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, chunks, *,
-                   lower=0, upper=0, keep=None, single_unmasked=False, chunk_band=True, positions="text",
-                   rope="both", kv_map="interleave", append="before", stored="all", align="text",
-                   single_sees=None, merge="transpose", split="transpose"):
-    """SlidingWindowAttention fed x in chunks, with a cache of (key, value, position) and the
-    knobs a learner can turn: the window's lower edge (lower=1: window + 1 tokens seen) and
-    its diagonal (upper=-1: a token does not see itself; 1: it sees the next one), how many
-    entries the cache keeps after each step, whether a single new token is masked at all
-    and a chunk by the window, the positions the rotation uses, which of q and k it turns,
-    how query heads find their key/value head, and whether the new keys are attended to."""
-    B, T, C = x.shape
-    head_size = w_query.shape[0] // n_heads
-    keep = window - 1 if keep is None else keep
-    heads = lambda t, n: t.view(B, t.shape[1], n, head_size).transpose(1, 2)  # (B, n, T_new, head_size)
-    if split == "view":  # viewed as (B, n, T_new, head_size) straight away: tokens and heads mixed
-        heads = lambda t, n: t.reshape(B, n, t.shape[1], head_size)
-    K = V = P = None  # the cache: keys, values (B, n_kv_heads, L, head_size) and their positions (L,)
-    outs, start = [], 0
-    for n in chunks:
-        xc = x[:, start:start + n]  # (B, n, C)
-        pos = torch.arange(start, start + n, device=x.device)  # (n,) their positions in the text
-        turn_at = {"text": pos, "restart": pos - start, "restart_all": pos - start,
-                   "cache_length": pos - start + (0 if K is None else K.shape[2])}[positions]
-        q, k, v = heads(xc @ w_query.mT, n_heads), heads(xc @ w_key.mT, n_kv_heads), heads(xc @ w_value.mT, n_kv_heads)
-        if rope in ("both", "q_only"):
+class _WindowSteps:
+    """SlidingWindowAttention with the knobs a learner can turn, fed one chunk at a time, its
+    cache of (key, value, position) kept between chunks: the window's lower edge (lower=1:
+    window + 1 tokens seen) and its diagonal (upper=-1: a token does not see itself; 1: it
+    sees the next one), how many entries the cache keeps after each step (window - 1 +
+    keep_extra), whether a single new token is masked at all (or sees one token less) and a
+    chunk by the window, the positions the rotation uses, which of q and k it turns, how query
+    heads find their key/value head, the heads' split and merge, and whether the new keys are
+    attended to and kept."""
+
+    def __init__(self, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, *, lower=0,
+                 upper=0, keep_extra=0, single_unmasked=False, single_short=False, chunk_band=True,
+                 positions="text", rope="both", kv_map="interleave", append="before", stored="all",
+                 align="text", merge="transpose", split="transpose"):
+        self.w = (w_query, w_key, w_value, w_proj, b_proj)
+        self.n_heads, self.n_kv_heads, self.window = n_heads, n_kv_heads, window
+        self.keep = window - 1 + keep_extra
+        self.knobs = dict(lower=lower, upper=upper, single_unmasked=single_unmasked, single_short=single_short,
+                          chunk_band=chunk_band, positions=positions, rope=rope, kv_map=kv_map, append=append,
+                          stored=stored, align=align, merge=merge, split=split)
+        self.K = self.V = self.P = None  # the cache: (B, n_kv_heads, L, head_size) twice, positions (L,)
+        self.seen = 0
+
+    def step(self, xc):
+        """The outputs (B, n, C) for the next n tokens xc (B, n, C)."""
+        w_query, w_key, w_value, w_proj, b_proj = self.w
+        kn, K, V, P = self.knobs, self.K, self.V, self.P
+        B, n, _ = xc.shape
+        head_size = w_query.shape[0] // self.n_heads
+        if kn["split"] == "view":  # viewed as (B, heads, n, head_size) straight away: tokens and heads mixed
+            heads = lambda t, h: t.reshape(B, h, n, head_size)
+        else:
+            heads = lambda t, h: t.view(B, n, h, head_size).transpose(1, 2)  # (B, h, n, head_size)
+        pos = torch.arange(self.seen, self.seen + n, device=xc.device)  # (n,) their positions in the text
+        turn_at = {"text": pos, "restart": pos - self.seen, "restart_all": pos - self.seen,
+                   "cache_length": pos - self.seen + (0 if K is None else K.shape[2])}[kn["positions"]]
+        q = heads(xc @ w_query.mT, self.n_heads)
+        k, v = heads(xc @ w_key.mT, self.n_kv_heads), heads(xc @ w_value.mT, self.n_kv_heads)
+        if kn["rope"] in ("both", "q_only"):
             q = ref.apply_rope(q, turn_at)
-        if rope == "both":
+        if kn["rope"] == "both":
             k = ref.apply_rope(k, turn_at)
         if K is None:
             keys, values, key_pos = k, v, pos
-        elif append == "before":
+        elif kn["append"] == "before":
             keys, values, key_pos = torch.cat([K, k], 2), torch.cat([V, v], 2), torch.cat([P, pos])
         else:  # the new tokens attend to the cache only, and are appended afterwards
             keys, values, key_pos = K, V, P
-        rows = (turn_at if positions == "restart_all" else pos).view(-1, 1)  # (n, 1) the queries' positions
+        rows = (turn_at if kn["positions"] == "restart_all" else pos).view(-1, 1)  # (n, 1) the queries' positions
         cols = key_pos.view(1, -1)  # (1, L)
-        if align == "top_left":  # positions counted inside the attended keys, the first cached one at 0
-            rows = torch.arange(n, device=x.device).view(-1, 1)
-            cols = torch.arange(key_pos.shape[0], device=x.device).view(1, -1)
-        hide = cols > rows + upper
-        if chunk_band and not (single_unmasked and n == 1):
-            hide = hide | (cols <= rows - window - lower)
-        if single_unmasked and n == 1:
+        if kn["align"] == "top_left":  # positions counted inside the attended keys, the first cached one at 0
+            rows = torch.arange(n, device=xc.device).view(-1, 1)
+            cols = torch.arange(key_pos.shape[0], device=xc.device).view(1, -1)
+        hide = cols > rows + kn["upper"]
+        single = n == 1
+        if kn["chunk_band"] and not (kn["single_unmasked"] and single):
+            hide = hide | (cols <= rows - self.window - kn["lower"])
+        if kn["single_unmasked"] and single:
             hide = torch.zeros_like(hide)
-        if single_sees is not None and n == 1:  # a single token given only the last few keys
+        if kn["single_short"] and single:  # a single token given only the last window - 1 keys
             hide = hide.clone()
-            hide[:, :max(0, hide.shape[1] - single_sees)] = True
-        out = _gqa(q, keys, values, n_kv_heads, hide, kv_map=kv_map)  # (B, n_heads, n, head_size)
-        out = out.transpose(1, 2) if merge == "transpose" else out
-        outs.append(out.reshape(B, n, -1) @ w_proj.mT + b_proj)
-        if stored == "new" or K is None:  # the cache replaced by the new entries
+            hide[:, :max(0, hide.shape[1] - (self.window - 1))] = True
+        out = _gqa(q, keys, values, self.n_kv_heads, hide, kv_map=kn["kv_map"])  # (B, n_heads, n, head_size)
+        out = out.transpose(1, 2) if kn["merge"] == "transpose" else out
+        if kn["stored"] == "new" or K is None:  # the cache replaced by the new entries
             K, V, P = k, v, pos
         else:
             K, V, P = torch.cat([K, k], 2), torch.cat([V, v], 2), torch.cat([P, pos])
-        K, V, P = K[:, :, K.shape[2] - keep:], V[:, :, V.shape[2] - keep:], P[P.shape[0] - keep:]
+        cut = max(0, K.shape[2] - self.keep)
+        self.K, self.V, self.P = K[:, :, cut:], V[:, :, cut:], P[cut:]
+        self.seen += n
+        return out.reshape(B, n, -1) @ w_proj.mT + b_proj  # (B, n, C)
+
+
+def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, chunks, **knobs):
+    """The outputs (B, T, C) of _WindowSteps fed x chunk by chunk."""
+    steps = _WindowSteps(w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, **knobs)
+    outs, start = [], 0
+    for n in chunks:
+        outs.append(steps.step(x[:, start:start + n]))
         start += n
     return torch.cat(outs, dim=1)  # (B, T, C)
+
+
+def _window(**knobs):
+    """A catalogued window mistake: fn(inputs...) -> outputs, which also carries .steps, its
+    stepper, so that a module made from it (grader/answers/correct.py: student_from) is fed
+    a chunk at a time as the checks feed it, instead of recomputing the text so far each time."""
+    fn = functools.partial(_window_stream, **knobs)
+    fn.steps = lambda *weights: _WindowSteps(*weights, **knobs)
+    return fn
 
 
 SLIDING_WINDOW_ATTENTION = (
     Mistake("window_plus_one", "each token sees window + 1 tokens, itself and window before it",
             "the window counts the token itself: keys at positions p - window + 1 .. p, hidden when "
             "key <= p - window. FlashAttention's window_size=(W, 0) means W + 1 tokens; the off-by-one "
-            "shipped in widely used libraries.", lambda *a: _window_stream(*a, lower=1, keep=a[8])),
+            "shipped in widely used libraries.", _window(lower=1, keep_extra=1)),
     Mistake("window_minus_one", "each token sees window - 1 tokens: the window's edge one short",
             "a token sees itself and the window - 1 before it, window tokens in all: hide keys at "
-            "key <= p - window, not key <= p - window + 1.", lambda *a: _window_stream(*a, lower=-1)),
+            "key <= p - window, not key <= p - window + 1.", _window(lower=-1)),
     Mistake("window_hides_itself", "the mask's diagonal off by one: a token does not see itself",
             "hide the keys after the query (key > p), not from the query on (key >= p): position 0 would "
-            "see nothing at all.", lambda *a: _window_stream(*a, upper=-1)),
+            "see nothing at all.", _window(upper=-1)),
     Mistake("window_sees_next", "the mask's diagonal off by one: a token sees the next one too",
             "inside a chunk of several tokens, hide every key after the query's own position (key > p).",
-            lambda *a: _window_stream(*a, upper=1)),
+            _window(upper=1)),
     Mistake("no_window_in_chunk", "no window inside a chunk: a prompt's tokens see all the prompt before them",
             "the cache's size limits a single new token, but a chunk of several tokens needs the window in "
-            "its mask too: hide keys at key <= p - window.", lambda *a: _window_stream(*a, chunk_band=False)),
+            "its mask too: hide keys at key <= p - window.", _window(chunk_band=False)),
     Mistake("cache_one_long", "the cache keeps window keys, and a single new token sees them all: window + 1",
             "the mask and the cache must agree: a new token sees the window - 1 before it and itself. Keep "
             "window - 1 entries after the step, or mask the oldest one (this disagreement shipped in a "
-            "widely used library).", lambda *a: _window_stream(*a, single_unmasked=True, keep=a[8])),
+            "widely used library).", _window(single_unmasked=True, keep_extra=1)),
     Mistake("cache_one_short", "the cache keeps window - 2 entries: a new token sees only window - 1 tokens",
             "the mask and the cache must agree: after a step, keep the last window - 1 keys and values (or "
             "window of them), so that the next token sees window tokens with its own.",
-            lambda *a: _window_stream(*a, keep=a[8] - 2)),
+            _window(keep_extra=-1)),
     Mistake("single_token_one_short", "a single new token sees window - 1 tokens, a token of a chunk window",
             "the rolling cache is one slot short of the mask: a single new token must see the window - 1 "
             "tokens before it and itself, as the same token inside a prompt does.",
-            lambda *a: _window_stream(*a, single_sees=a[8] - 1)),
+            _window(single_short=True)),
     Mistake("appended_after_attention", "the new keys and values appended after the attention step",
             "append them first (or attend over the cache and the new ones together): a token sees itself.",
-            lambda *a: _window_stream(*a, append="after")),
+            _window(append="after")),
     Mistake("cache_replaced", "the cache replaced by the new keys and values instead of extended",
             "put the new keys and values after the cached ones (torch.cat along time), then keep the last "
             "window - 1: a new token must see the tokens before it, not only the last chunk.",
-            lambda *a: _window_stream(*a, stored="new")),
+            _window(stored="new")),
     Mistake("mask_top_left", "the mask counted from the first cached key, not from positions in the text",
             "new token i sits at position self.seen + i, and the cached keys before it: compare positions in "
             "the text (F.scaled_dot_product_attention's is_causal=True aligns them the other way).",
-            lambda *a: _window_stream(*a, align="top_left")),
+            _window(align="top_left")),
     Mistake("positions_restarted", "rotary positions restarted at 0 for each new chunk",
             "turn the new queries and keys at their positions in the text, tokens seen so far + 0 .. "
-            "T_new - 1: keep a count of the tokens seen.", lambda *a: _window_stream(*a, positions="restart")),
+            "T_new - 1: keep a count of the tokens seen.", _window(positions="restart")),
     Mistake("positions_restarted_in_mask",
             "positions restarted at 0 for each new chunk, in the rotation and in the mask",
             "the new tokens sit at positions self.seen .. self.seen + T_new - 1 of the text: with positions "
             "from 0, the rotation is wrong and the mask hides every cached key from them (NaN).",
-            lambda *a: _window_stream(*a, positions="restart_all")),
+            _window(positions="restart_all")),
     Mistake("positions_from_cache_length", "rotary positions counted from the cache's length",
             "the cache stops growing once it holds the window, but positions go on: count the tokens seen "
-            "so far (self.seen), not the keys cached.", lambda *a: _window_stream(*a, positions="cache_length")),
+            "so far (self.seen), not the keys cached.", _window(positions="cache_length")),
     Mistake("rope_queries_only", "only the queries rotated, not the keys",
             "rotate the new keys too, at the same positions, before they go into the cache: the score then "
-            "depends on the distance between query and key.", lambda *a: _window_stream(*a, rope="q_only")),
+            "depends on the distance between query and key.", _window(rope="q_only")),
     Mistake("no_rope", "no rotary positions", "rotate the new queries and keys with your apply_rope, at "
-            "their positions in the text.", lambda *a: _window_stream(*a, rope="none")),
+            "their positions in the text.", _window(rope="none")),
     Mistake("kv_tiled", GROUPED_QUERY_ATTENTION[0].name, GROUPED_QUERY_ATTENTION[0].hint,
-            lambda *a: _window_stream(*a, kv_map="tile")),
+            _window(kv_map="tile")),
     Mistake("merge_without_transpose", "heads joined without transposing back",
             "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: transpose(1, 2) "
-            "first, then reshape.", lambda *a: _window_stream(*a, merge="none")),
+            "first, then reshape.", _window(merge="none")),
     Mistake("split_without_transpose", "heads split with a view to (B, heads, T_new, head_size) directly",
             "the features of one token are head after head: view(B, T_new, heads, head_size), then "
-            "transpose(1, 2).", lambda *a: _window_stream(*a, split="view")),
+            "transpose(1, 2).", _window(split="view")),
 )
 
 
