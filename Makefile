@@ -90,17 +90,17 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10 -m "not grading and not notebooks and not browser" $(PYTEST_ARGS)
 
-## Rewrite data/references/ from the float64 reference implementations.
+## Write data/references/ from the float64 references; unchanged files untouched (EXERCISES="..." for those).
 references: $(STAMP)
-	$(PY) -m grader.answers.fixtures
+	$(PY) -m grader.answers.fixtures $(EXERCISES)
 
-## Re-execute the instructor notebooks in solutions/ in place (their outputs are committed).
+## Re-execute solutions/ in place, outputs kept (ASSIGNMENT="09_attention_in_todays_models ..." for those only).
 execute: $(STAMP)
-	$(PY) -m grader.instructor.notebooks execute
+	$(PY) -m grader.instructor.notebooks execute $(ASSIGNMENT)
 
-## Regenerate notebooks/ from solutions/; check that the sources pass every test, the release none.
+## Regenerate notebooks/ from solutions/ and validate both (ASSIGNMENT="..." for those assignments only).
 release: $(STAMP)
-	$(PY) -m grader.instructor.notebooks release
+	$(PY) -m grader.instructor.notebooks release $(ASSIGNMENT)
 
 ## Course server: build the shared exchange set in nbgrader_config.py (OWNER=name when run as root).
 setup-exchange: $(STAMP)

@@ -11,6 +11,8 @@ A call is a plain dict:
      "grad_weight": tensor (optional: return the gradient of (out * grad_weight).sum() by x)}
     {"kind": "function", ..., "watch": {...}}   (optional: see _watched)
     {"kind": "stream", <as "module">, "chunks": [n, ...]}   x fed n tokens at a time
+        (optional "report": {"n_heads", "n_kv_heads"}: return held_report() of the module
+        after the stream instead of its outputs)
     {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
      "max_new_tokens": int, "block_size": int, "temperature": float, "seed": int}
 """
@@ -553,7 +555,50 @@ def _stream(student, call):
                        if joined else ""))
             outs.append(out)
             start += n
+    if call.get("report"):  # what the module keeps after the stream, instead of its outputs
+        return held_report(model, call["report"])
     return torch.cat(outs, dim=1)  # (B, T, C)
+
+
+def held_report(model, sizes):
+    """What a module holds besides its parameters (its cache: attributes, buffers, and
+    tensors in lists, tuples, dicts and deques, each tensor counted once), as a float64
+    tensor: [numbers held, those in tensors of sizes["n_heads"] heads, those in tensors of
+    sizes["n_kv_heads"] heads, tensors held]. A 4-D tensor's heads are its dim 1, as in
+    (B, heads, L, head_size); another tensor's are the one of the two sizes it has."""
+    import collections
+
+    params = {id(p) for p in model.parameters()}
+    seen, counts = set(), [0, 0, 0, 0]
+
+    def visit(value, depth):
+        if depth > 8:
+            return
+        if isinstance(value, torch.Tensor):
+            if id(value) in params or id(value) in seen:
+                return
+            seen.add(id(value))
+            shape = tuple(value.shape)
+            counts[0] += value.numel()
+            counts[3] += 1
+            heads = shape[1] if len(shape) == 4 else None  # (B, heads, L, head_size), the course's layout
+            if heads == sizes["n_heads"] or (heads is None and sizes["n_heads"] in shape
+                                             and sizes["n_kv_heads"] not in shape):
+                counts[1] += value.numel()
+            elif heads == sizes["n_kv_heads"] or (heads is None and sizes["n_kv_heads"] in shape):
+                counts[2] += value.numel()
+        elif isinstance(value, dict):
+            for item in list(value.values()):
+                visit(item, depth + 1)
+        elif isinstance(value, (list, tuple, collections.deque)):
+            for item in list(value):
+                visit(item, depth + 1)
+
+    for module in model.modules():
+        for name, value in vars(module).items():
+            if name not in ("_parameters", "_modules"):
+                visit(value, 0)
+    return torch.tensor(counts, dtype=torch.float64)
 
 
 class StandInLM(torch.nn.Module):
