@@ -107,5 +107,8 @@ def test_a_client_leaves_no_socket_open_when_it_stops():
         finally:
             await km.shutdown_kernel(now=True)
 
-    found = asyncio.run(channels())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # on a thread of its own, as above
+        found = pool.submit(asyncio.run, channels()).result()
     assert all(c.monitor.closed and c.socket is None for c in found)

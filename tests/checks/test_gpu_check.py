@@ -257,9 +257,9 @@ def test_a_notebook_runs_with_the_device_set_and_its_checks_match(tmp_path):
 
 
 def test_the_make_targets_use_the_machines_python_and_download_for_python_3_12():
-    check = subprocess.run(["make", "-n", "gpu-check"], cwd=ROOT, capture_output=True, text=True, check=True)
+    check = subprocess.run(["make", "--no-print-directory", "-n", "gpu-check"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert [line.strip() for line in check.stdout.splitlines()] == [f"PYTHONPATH={ROOT} python3 scripts/gpu_check.py"]
-    wheels = subprocess.run(["make", "-n", "gpu-wheelhouse"], cwd=ROOT, capture_output=True, text=True, check=True)
+    wheels = subprocess.run(["make", "--no-print-directory", "-n", "gpu-wheelhouse"], cwd=ROOT, capture_output=True, text=True, check=True)
     command = " ".join(wheels.stdout.replace("\\\n", " ").split())
     assert "python3 -m pip download" in command and "--only-binary=:all: --python-version 3.12" in command
     assert "--platform manylinux2014_x86_64" in command and "-c requirements.lock" in command
