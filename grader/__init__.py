@@ -57,7 +57,7 @@ def __getattr__(name):
     if name.startswith("check_") and name[len("check_"):] in EXERCISE_KEYS:
         check = _make_check(name[len("check_"):])
     elif name == "CheckError":
-        from grader.checks.core import CheckError as check
+        from grader.checks.feedback import CheckError as check
     elif name == "FOCUSES":
         from grader.checks.exercises import EXERCISES
         check = {key: tuple(ex.focuses) for key, ex in EXERCISES.items()}

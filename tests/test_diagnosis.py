@@ -9,7 +9,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 import grader
-from grader.checks import core, diagnosis, student_call
+from grader.checks import compare, devices, diagnosis, inputs, student_call
 from grader.checks.diagnosis.variants import _factor_candidates
 from grader.checks.core import CheckError, run_check
 from grader.checks.exercises import EXERCISES
@@ -196,7 +196,7 @@ def test_correct_answers_use_no_shortcut():
     from grader.checks import shortcuts
 
     for key, answer in CORRECT.items():
-        fixed = core._load_fixed(EXERCISES[key])
+        fixed = inputs.load_fixed(EXERCISES[key])
         call = EXERCISES[key].call(next(iter(fixed.values()))["inputs"])
         assert diagnosis.shortcut(EXERCISES[key], student_call.code_facts(answer, call), shortcuts.forbidden()) is None
 
@@ -371,9 +371,9 @@ def test_a_tail_never_written_is_named_so_whatever_the_memory_held(garbage):
 
     exercise = EXERCISES["tiled_attention"]
     gen = torch.Generator().manual_seed(0)
-    inp = exercise.draw(gen, "values", core.draw_dims(exercise, gen))
+    inp = exercise.draw(gen, "values", inputs.draw_dims(exercise, gen))
     expected = exercise.reference(*inp.values())  # (B, n_heads, T, head_size)
-    close = lambda a, b: core._close(a, b, core.tolerance("cpu", torch.float64))
+    close = lambda a, b: compare.close(a, b, devices.tolerance("cpu", torch.float64))
     names = list(exercise.shape(inp)[1])
     T = expected.shape[2]
     tail = expected.clone()

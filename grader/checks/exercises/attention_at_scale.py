@@ -2,8 +2,8 @@
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.exercises.common import (ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, ROWS_SUM_TO_ONE,
                                             X_READS, batch_independent, bump, causal, changes_with,
                                             noise_like, randn)

@@ -2,8 +2,9 @@
 import torch
 
 from grader.checks import diagnosis
-from grader.checks.core import Invariant, to_device
-from grader.checks.core import tolerance as _tolerance
+from grader.checks.devices import to_device
+from grader.checks.devices import tolerance as _tolerance
+from grader.checks.exercise import Invariant
 
 
 def core_tolerance(inputs):

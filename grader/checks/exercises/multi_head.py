@@ -1,8 +1,8 @@
 """06: several heads, a list with torch.cat (MultiHeadAttention), then one batched
 projection (BatchedMultiHeadAttention)."""
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import FOLLOWS_INPUTS, X_READS, changes_with, crop_x, randn
 from grader.checks.exercises.single_head import HEAD_BATCH, HEAD_CAUSAL
 

@@ -1,7 +1,7 @@
 """04: queries, keys, values: one Head (an nn.Module, causal or not)."""
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis, Scale
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import (ATTENTION_SHORTCUTS, ATTENTION_VARIANTS,
                                             FOLLOWS_INPUTS, X_READS, batch_independent, causal,
                                             changes_with, crop_x, randn)

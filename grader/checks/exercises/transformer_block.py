@@ -2,8 +2,8 @@
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.exercises.common import (FOLLOWS_INPUTS, X_READS, batch_independent, bump,
                                             causal, changes_with, crop_x, first_change, randn)
 

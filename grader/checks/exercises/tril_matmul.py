@@ -3,8 +3,8 @@ bag_of_words_matmul)."""
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import FUTURE_GETS_ZERO, ROWS_SUM_TO_ONE, call_function
 from grader.checks.exercises.bag_of_words import bag_exercise
 
