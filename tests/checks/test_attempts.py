@@ -1,0 +1,63 @@
+"""Every attempt of tests/checks/attempts/ through every check of its exercise (run_attempts.py):
+a right answer passes them all; a wrong one gets its mistake named (or, where no check names
+its cause yet, an honest generic failure), never a wrong name and never a pass; no message
+runs longer than five lines. The named/generic/misleading/passing table per exercise is
+printed (pytest -s) and held to the course's bar."""
+import pytest
+
+import run_attempts
+from run_attempts import Attempt, Failure, classify
+
+ATTEMPTS = run_attempts.attempts()
+
+
+@pytest.mark.parametrize("attempt", ATTEMPTS, ids=[a.id for a in ATTEMPTS])
+def test_attempt(attempt):
+    result = run_attempts.run(attempt)
+    want = "correct" if attempt.correct else "generic" if attempt.unnamed else "named"
+    assert result.verdict == want, result.shown()
+    for failure in result.failures:
+        assert len(failure.message.splitlines()) <= 5, failure.message
+
+
+def test_the_table_meets_the_bar():
+    rows = run_attempts.table([run_attempts.run(a) for a in ATTEMPTS])
+    print("\n" + run_attempts.format_table(rows))
+    total = {v: sum(c[v] for c in rows.values()) for v in run_attempts.WRONG + ("correct", "refused", "broken")}
+    wrong = sum(total[v] for v in run_attempts.WRONG)
+    assert total["misleading"] == total["passing"] == total["refused"] == total["broken"] == 0, total
+    assert total["named"] >= run_attempts.BAR * wrong, total
+
+
+def test_every_wrong_attempt_says_what_its_feedback_must_be():
+    for a in ATTEMPTS:
+        assert a.correct or a.expect or a.unnamed or a.phrase, a.id
+
+
+# --- the classification itself ----------------------------------------------------------
+
+def _attempt(**kw):
+    return Attempt(id="x", notebook="01_bag_of_words", exercise="bag_of_words_loop", idea="", code="", **kw)
+
+
+def test_the_verdicts_are_computed_from_the_messages():
+    named = Failure("values", "running_sum", "...\n  Likely mistake: running sum instead of running mean")
+    plain = Failure("causal", None, "not causal")
+    assert classify(_attempt(expect=("running_sum",)), [plain, named]) == "named"
+    assert classify(_attempt(expect=("running_sum",)), [plain]) == "generic"
+    assert classify(_attempt(expect=("wrong_dim",)), [plain, named]) == "misleading"
+    assert classify(_attempt(expect=("running_sum",)), []) == "passing"
+    assert classify(_attempt(phrase=("not causal",)), [plain]) == "named"
+    assert classify(_attempt(phrase=("a phrase no message has",)), [plain]) == "generic"
+    assert classify(_attempt(correct=True), []) == "correct"
+    assert classify(_attempt(correct=True), [plain]) == "refused"
+
+
+def test_the_schema_refuses_what_it_does_not_know(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[[attempt]]\nid = "a"\nnotebook = "01_bag_of_words"\nexercise = "bag_of_words_loop"\n'
+                    'idea = "x"\ncode = "def f(): pass"\nexpected = ["typo"]\n')
+    with pytest.raises(ValueError, match="unknown fields"):
+        run_attempts.load_corpus(path)
+    with pytest.raises(ValueError, match="no expected mistake"):
+        _attempt(correct=True, expect=("running_sum",))
