@@ -102,6 +102,22 @@ BAG_OF_WORDS = (
 )
 
 
+BAG_OF_WORDS_MATMUL = (  # the same mistakes, said for weights built with tril and one matmul
+    Mistake("leaves_out_self", "the diagonal left out of the weights: token t not in its own average",
+            "tril(..., diagonal=-1) drops the diagonal; keep tril's default diagonal=0, so row t "
+            "weights tokens 0..t.", _bow_leaves_out_self),
+    Mistake("running_sum", "running sums: the tril of ones never divided by its row sums",
+            "divide each row of the lower triangle by its own sum (keepdim=True), so row t holds "
+            "1/(t+1).", lambda x: x.cumsum(1)),
+    Mistake("whole_sequence", "weights without the lower triangle: every token averages the whole "
+            "sequence, future included",
+            "keep only the lower triangle (torch.tril) before normalising: row t weights tokens 0..t.",
+            lambda x: x.mean(1, keepdim=True).expand_as(x)),
+    Mistake("averages_future", "the upper triangle: tokens average the future instead of the past",
+            "torch.tril keeps the past (below the diagonal); torch.triu keeps the future.", _bow_future),
+)
+
+
 def _weights_columns(T):
     wei = torch.tril(torch.ones(T, T, dtype=torch.float64))
     return wei / wei.sum(0, keepdim=True)
@@ -480,6 +496,8 @@ def _gpt(idx, tok, pos, *rest, layout):
         return F.layer_norm(x, (tok.shape[1],), layers[0][0], layers[1][0], eps=1e-5)
     if layout in positions:
         x = x + positions[layout]()
+    elif layout == "multiplied":
+        x = x * pos[:T]
     elif layout not in ("positions_after_blocks", "no_positions"):
         x = x + pos[:T]
     if layout in ("final_norm_first", "final_norm_twice"):
@@ -504,6 +522,9 @@ _POSITIONS_HINT = ("token t sits at position t: add position_embedding of torch.
                    "..., T - 1, on idx's device) to every sequence's token embeddings.")
 
 GPT = (
+    Mistake("embeddings_multiplied", "token and position embeddings multiplied instead of added",
+            "add them: x = token_embedding(idx) + position_embedding(positions); each token's vector "
+            "then carries both what it is and where it is.", lambda *a: _gpt(*a, layout="multiplied")),
     Mistake("positions_after_attention", "positions added after attention",
             "add the position embeddings to the token embeddings before the first block: "
             "attention itself cannot tell positions apart.",
@@ -576,7 +597,7 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
         context = idx[:, -crop:] if isinstance(crop, int) else {  # crop: the length kept
             "end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
             "last": idx[:, -1:], "model": idx[:, -lm.block_size:]}[crop]
-        logits = lm(context)[:, position, :]  # (B, vocab_size)
+        logits = lm(context)[-1] if position == "batch" else lm(context)[:, position, :]  # (B, vocab_size)
         if probs == "softmax":
             p = torch.softmax(logits / temperature, dim=dim)
         elif probs == "twice":  # logits / temperature, then softmax(that / temperature)
@@ -598,6 +619,12 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
 
 
 GENERATE = (
+    Mistake("last_sequence", "logits[-1]: the last sequence of the batch instead of each sequence's last position",
+            "the model's logits are (B, T, vocab_size): every sequence's next-token logits are "
+            "logits[:, -1, :].", lambda *a: _generate(*a, position="batch")),
+    Mistake("new_tokens_only", "only the new tokens returned, without the prompt",
+            "return the whole sequence, the prompt followed by the new tokens: keep appending to idx "
+            "and return it.", lambda *a: _generate(*a)[:, len(a[1][0]):]),
     Mistake("context_not_cropped", "the context not cropped to block_size",
             "the model has positions for block_size tokens only: give it the last block_size tokens.",
             lambda *a: _generate(*a, crop="none")),
@@ -691,6 +718,9 @@ ONLINE_SOFTMAX = (
             lambda scores: _online(scores, guard=False)),
     Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
             lambda scores: _online(scores, dim=-2)),
+    Mistake("streams_wrong_dim", "the loop streams over dim 0 (the batch) instead of a row's scores",
+            "a row is scores[b, t, :], its N scores along the last dim: loop j over range(scores.shape[-1]) "
+            "and read scores[..., j].", lambda scores: _online(scores, dim=0)),
     Mistake("term_old_max", "the new score's term measured against the old maximum",
             "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
             "maximum the term is too large whenever x_j raises it.",
@@ -772,6 +802,10 @@ TILED_ATTENTION = (
     Mistake("output_not_rescaled", "the running output not rescaled when the maximum changes",
             "the accumulated p @ v was computed with the old maximum: multiply it by exp(m - m_new) too.",
             lambda *a: _tiled(*a, rescale_out=False)),
+    Mistake("nothing_rescaled", "neither the running sum nor the running output rescaled when the maximum changes",
+            "when a key tile raises the maximum from m to m_new, what l and the output hold was computed "
+            "against m: multiply both by exp(m - m_new) before adding the new tile.",
+            lambda *a: _tiled(*a, rescale_sum=False, rescale_out=False)),
     Mistake("not_normalised", "the output never divided by the running sum",
             "after the last key tile, divide the accumulated output by l.",
             lambda *a: _tiled(*a, normalise=False)),
@@ -901,7 +935,7 @@ CACHED_ATTENTION = (
 # --- each exercise's catalogue, by the exercise's key ------------------------------------
 
 BY_EXERCISE = {
-    "bag_of_words_loop": BAG_OF_WORDS, "bag_of_words_matmul": BAG_OF_WORDS,
+    "bag_of_words_loop": BAG_OF_WORDS, "bag_of_words_matmul": BAG_OF_WORDS_MATMUL,
     "running_average_weights": RUNNING_AVERAGE_WEIGHTS, "masked_softmax": MASKED_SOFTMAX,
     "causal_weights": CAUSAL_WEIGHTS, "head": HEAD,
     "scaled_dot_product_attention": SCALED_DOT_PRODUCT_ATTENTION,

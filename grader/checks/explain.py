@@ -79,15 +79,18 @@ def _explain_wrong_output(case, err):
 
 def _explain_baseline(case, err):
     found = diagnose(case.exercise, case.inputs64_dev, err.out, tol=case.tol, analyse=False)
-    return Failure(diagnosis.trivial_message(case.exercise, err.detail) + named(found), "trivial")
+    if found:  # an honest mistake that happens to equal a baseline: named, not called a skip
+        return Failure(diagnosis.mistaken_message(err.detail) + named(found), finding_key(found))
+    return Failure(diagnosis.trivial_message(case.exercise, err.detail), "trivial")
 
 
 def _explain_no_attention(case, err):
     if isinstance(err.detail, tuple):  # (message, finding): not a missing attention, a named mistake
         return _as_named(err.detail)
     found = diagnose(case.exercise, case.inputs64_dev, err.out, tol=case.tol, analyse=False)
-    return Failure(diagnosis.no_attention_message(case.exercise, err.detail) + named(found),
-                   finding_key(found) or "trivial")
+    if found:  # a named mistake explains the output: say it, without calling it no attention
+        return Failure(diagnosis.mistaken_message(err.detail, equals=False) + named(found), finding_key(found))
+    return Failure(diagnosis.no_attention_message(case.exercise, err.detail), "trivial")
 
 
 def _explain_broken(case, err):

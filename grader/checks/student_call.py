@@ -46,6 +46,28 @@ def load_parameters(model, params, hint):
 
 
 def execute(student, call):
+    with _standard_layouts():
+        return _execute(student, call)
+
+
+def _standard_layouts():
+    """A torch function mode under which F.scaled_dot_product_attention returns its output laid
+    out as a fresh (B, n_heads, T, head_size) tensor: its kernels may lay the output out like
+    the queries (a view of (B, T, n_heads, head_size)), and then out.transpose(1, 2).view(...)
+    happens to work. The notebooks teach that a view of a transposed tensor fails; under this
+    mode it does, whichever attention the student calls."""
+    from torch.overrides import TorchFunctionMode
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    class StandardLayouts(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            return out.contiguous() if func is sdpa and isinstance(out, torch.Tensor) else out
+    return StandardLayouts()
+
+
+def _execute(student, call):
     if call["kind"] == "function":
         if call.get("watch"):
             return _watched(student, call["args"], call["watch"])

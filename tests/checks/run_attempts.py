@@ -13,7 +13,7 @@ check, all with one memory of what the earlier checks said, as in a notebook. Ve
 
 - a wrong attempt is *passing* when every check passes (a shortcut counts as caught when the
   graded check refuses it); *misleading* when a failing check names a mistake outside its
-  expected ones (expect); *named* when a failing check names one of them (or, where the
+  expected ones (expect), or says what it must not (unsaid: a wrong fix, an accusation); *named* when a failing check names one of them (or, where the
   attempt gives a phrase, a failing check's message says it); *generic* otherwise;
 - a right answer written another way (correct = true) is *correct* when every check
   passes, and *refused* when any fails.
@@ -54,6 +54,7 @@ class Attempt:
     expect: tuple = ()  # the keys of the mistakes a check may name for it
     correct: bool = False  # a right answer: every check must pass
     phrase: tuple = ()  # where given, text a failing check's message must say for it to count as named
+    unsaid: tuple = ()  # text no message may say of it (a wrong fix, an accusation): saying it misleads
     unnamed: str = ""  # why no check names it yet: it must be generic
     check: str = ""  # the check the author ran (as written then)
     then: str = ""  # the verdict, or the author's reading of the message, when it was written
@@ -77,7 +78,7 @@ def load_corpus(path):
         if unknown:
             raise ValueError(f"{path}: attempt {row.get('id', i)} has unknown fields {sorted(unknown)}")
         row = dict(row)
-        for key in ("expect", "seen"):
+        for key in ("expect", "seen", "unsaid"):
             row[key] = tuple(row.get(key, ()))
         phrase = row.get("phrase", ())
         row["phrase"] = (phrase,) if isinstance(phrase, str) else tuple(phrase)
@@ -204,6 +205,8 @@ def classify(attempt, failures):
         return "passing"
     expect = set(attempt.expect)
     if any(f.finding and f.finding not in expect for f in failures):
+        return "misleading"
+    if any(text in f.message for f in failures for text in attempt.unsaid):
         return "misleading"
     if attempt.phrase:
         said = any(p in f.message for f in failures for p in attempt.phrase)

@@ -44,6 +44,6 @@ PLAIN = Diagnosis()
 
 def reads(first, **dims):
     """Diagnosis.reads for sizes read off the input called first: B from dim 0, T from
-    dim 1, C from the last, unless dims says otherwise (T="-2")."""
+    dim 1, C from the last, unless dims says otherwise (T="-2"; C=None: not read from it)."""
     dims = {"B": "0", "T": "1", "C": "-1", **dims}
-    return {name: f"{first}.shape[{d}]" for name, d in dims.items()}
+    return {name: f"{first}.shape[{d}]" for name, d in dims.items() if d is not None}

@@ -49,6 +49,17 @@ def name_shape(shape, sz):
     return "(" + ", ".join(n[0] for n in names) + ")"
 
 
+# What one index along a dim is called, by the dim's name: "at positions t = 0, 1, 2"
+INDEX_WORDS = {"T": ("position", "t"), "B": ("sequence", "b"), "C": ("channel", "c"),
+               "N": ("score", "j"), "n_heads": ("head", "h"), "head_size": ("feature", "d"),
+               "vocab_size": ("token id", "v")}
+
+
+def index_word(name):
+    """(word, letter) for one index along the dim called name: ("position", "t") for T."""
+    return INDEX_WORDS.get(name, (f"index along {name}", "i"))
+
+
 def _sizes_text(sz, only=None):
     return ", ".join(f"{k} = {v}" for k, v in sz.items() if only is None or k in only)
 

@@ -174,7 +174,7 @@ NEVER_FULL_MATRIX = Invariant("never_full_matrix", _never_full_matrix)
 SKIPS_FUTURE_TILES = Invariant("skips_future_tiles", _skips_future_tiles)
 
 
-TILED_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
+TILED_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key", batch_keys=["q", "k", "v"])
 
 
 TILED_BATCH = batch_independent(["q", "k", "v"])
@@ -197,7 +197,8 @@ EXERCISES["online_softmax"] = Exercise(
     },
     attends=changes_with(["scores"], "the scores"), shortcuts=("torch.softmax", "F.softmax", "torch.logsumexp"),
     diagnosis=Diagnosis(
-        sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]}, reads=X_READS,
+        sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]},
+        reads=diagnosis.reads("scores", N="-1"),
         given_code=True, running_max=True,
         task="one pass with a running maximum and a running sum, then normalise",
         first_finding=diagnosis.online_softmax_finding))
@@ -219,7 +220,7 @@ EXERCISES["tiled_attention"] = Exercise(
     },
     attends=changes_with(["q", "k"], "q and k"), shortcuts=("F.scaled_dot_product_attention",),
     diagnosis=Diagnosis(
-        sizes=_tiled_sizes, crop=_crop_tiled, reads=X_READS, given_code=True, running_max=True,
+        sizes=_tiled_sizes, crop=_crop_tiled, reads=diagnosis.reads("q", n_heads="1", T="-2", head_size="-1"), given_code=True, running_max=True,
         task="causal attention, one tile of queries against one tile of keys at a time"))
 
 

@@ -36,7 +36,7 @@ def _bag_diagnosis(task):
 
 
 def bag_exercise(name, task, shortcuts):
-    x_causal = causal(["x"], in_dim=1, out_dim=1)
+    x_causal = causal(["x"], in_dim=1, out_dim=1, batch_keys=["x"])
     x_batch = batch_independent(["x"])
     return Exercise(
         name=name, call=call_function("x"), reference=registry.reference("bag_of_words"), draw=_draw_bag,

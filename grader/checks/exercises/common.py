@@ -29,8 +29,10 @@ def first_change(a, b, dim, tol):
     return None
 
 
-def causal(keys, in_dim, out_dim, what="token"):
-    """Changing the inputs after position t must leave outputs 0..t unchanged."""
+def causal(keys, in_dim, out_dim, what="token", batch_keys=None):
+    """Changing the inputs after position t must leave outputs 0..t unchanged. Where the
+    inputs have a batch (batch_keys), an output that changes because one sequence reads
+    another is said to be that, not a look at the future."""
     def fn(ctx):
         T = ctx.out.shape[out_dim]
         t = (T - 1) // 2
@@ -44,6 +46,10 @@ def causal(keys, in_dim, out_dim, what="token"):
         out = ctx.run(new)
         before, after = ctx.out.narrow(out_dim, 0, t + 1), out.narrow(out_dim, 0, t + 1)
         if not ctx.close(before, after):
+            if batch_keys and ctx.close(before[:1], after[:1]):  # sequence 0 keeps to its past
+                mixed = _batch_mixing(ctx, batch_keys)
+                if mixed:
+                    return mixed
             i = first_change(before, after, out_dim, ctx.tol)
             return (f"not causal: changing {what}s {t + 1}..{T - 1} changed the output at "
                     f"position {i}.\n  Position {i} may only use {what}s 0..{i}.")
@@ -52,17 +58,31 @@ def causal(keys, in_dim, out_dim, what="token"):
 
 def batch_independent(keys):
     """Changing batch element 0 must leave the other batch elements unchanged."""
-    def fn(ctx):
-        new = dict(ctx.inputs)
-        for key in keys:
-            x = ctx.inputs[key].clone()
-            x[0] += 3 * noise_like(x[0])
-            new[key] = x
-        out = ctx.run(new)
-        if not ctx.close(ctx.out[1:], out[1:]):
-            return ("batch elements are not independent: changing sequence 0 changed the "
-                    "others.\n  Mix information along T only, never along the batch dim B.")
-    return Invariant("batch_independent", fn)
+    return Invariant("batch_independent", lambda ctx: _batch_mixing(ctx, keys))
+
+
+def _batch_mixing(ctx, keys):
+    """None when changing batch element 0 leaves the others unchanged; else what it shows:
+    state carried from one sequence into the next (sequence 0 right, the later ones not), or
+    information mixed along the batch."""
+    new = dict(ctx.inputs)
+    for key in keys:
+        x = ctx.inputs[key].clone()
+        x[0] += 3 * noise_like(x[0])
+        new[key] = x
+    out = ctx.run(new)
+    if ctx.close(ctx.out[1:], out[1:]):
+        return None
+    try:
+        carried = ctx.close(ctx.out[:1], _reference64(ctx.exercise, ctx.inputs)[:1])
+    except Exception:
+        carried = False
+    if carried:  # sequence 0 right, the others reading it: a look at the future would not do that
+        return ("batch elements are not independent: sequence 0 comes out right, and changing it "
+                "changes the sequences after it.\n  Each sequence may only use its own tokens: nothing "
+                "may carry over from one sequence to the next.")
+    return ("batch elements are not independent: changing sequence 0 changed the others.\n"
+            "  Mix information along T only, never along the batch dim B.")
 
 
 def _rows_sum_to_one(ctx):
@@ -230,7 +250,7 @@ def crop_x(inputs, L):
 X_READS = diagnosis.reads("x")
 
 
-SCORES_READS = diagnosis.reads("scores", T="-2")
+SCORES_READS = diagnosis.reads("scores", T="-1")
 
 
 ATTENTION_VARIANTS = (diagnosis.fill_variants, diagnosis.scale_variants, diagnosis.operand_variants)

@@ -35,7 +35,7 @@ def _crop_qkv(inputs, L):
     return out
 
 
-SDPA_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
+SDPA_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key", batch_keys=["q", "k", "v"])
 
 
 SDPA_BATCH = batch_independent(["q", "k", "v"])

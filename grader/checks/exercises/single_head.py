@@ -31,7 +31,7 @@ def _head_sizes(inputs):
             "head_size": inputs["w_query"].shape[0]}
 
 
-HEAD_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
+HEAD_CAUSAL = causal(["x"], in_dim=1, out_dim=1, batch_keys=["x"])
 
 
 HEAD_BATCH = batch_independent(["x"])

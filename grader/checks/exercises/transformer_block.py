@@ -249,7 +249,7 @@ REPRODUCIBLE = Invariant("reproducible", _reproducible)
 SAME_TOKENS = Invariant("same_tokens", _same_tokens)
 
 
-BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
+BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1, batch_keys=["x"])
 
 
 BLOCK_BATCH = batch_independent(["x"])
@@ -313,7 +313,7 @@ EXERCISES["gpt"] = Exercise(
     repeatable=False, attends=_gpt_reads_tokens,
     shortcuts=("nn.TransformerEncoder", "nn.TransformerDecoder", "nn.Transformer"),
     diagnosis=Diagnosis(
-        sizes=_gpt_sizes, crop=lambda i, L: {**i, "idx": i["idx"][:, :L]}, reads=X_READS, given_code=True,
+        sizes=_gpt_sizes, crop=lambda i, L: {**i, "idx": i["idx"][:, :L]}, reads=diagnosis.reads("idx", C=None), given_code=True,
         task="token and position embeddings, the blocks, ln_f, then lm_head"))
 
 
@@ -337,6 +337,6 @@ EXERCISES["generate"] = Exercise(
     },
     repeatable=False, attends=_follows_the_model,
     diagnosis=Diagnosis(
-        sizes=_generate_sizes, picture="ids", reads=X_READS, given_code=True,  # (B, T + max_new_tokens) ids
+        sizes=_generate_sizes, picture="ids", reads=diagnosis.reads("idx", C=None), given_code=True,  # (B, T + max_new_tokens) ids
         task="crop the context, softmax the last logits / temperature, sample, append",
         analysis=diagnosis.context_length_finding))

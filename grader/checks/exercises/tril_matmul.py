@@ -34,7 +34,7 @@ EXERCISES = {
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO), values=True),
         },
         diagnosis=Diagnosis(
-            sizes=lambda i: {"T": int(i["T"])}, crop=_crop_T, picture="weights",
+            sizes=lambda i: {"T": int(i["T"])}, crop=_crop_T, picture="weights", reads={"T": "T"},
             baselines=diagnosis.running_weights_baselines, task="row t holds 1/(t+1) in columns 0..t",
             variants=(diagnosis.running_weights_variants,), nonfinite_hint=diagnosis.averaging_nonfinite_hint)),
 }
