@@ -31,14 +31,15 @@ from grader.checks.inputs import load_fixed as _load_fixed  # noqa: E402,F401
 
 
 def run_check(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
-              dtype=torch.float32, fixed=None, quiet=False, graded=False, config=None):
+              dtype=torch.float32, fixed=None, quiet=False, graded=False, config=None, recall=None):
     """Run one focus of one exercise on the student's code; raise CheckError on failure,
     return a CheckResult on success.
 
     graded: a graded run, where a shortcut (grader.checks.shortcuts) fails the check; in
     JupyterLab it passes with a note. config: the traitlets config with the instructor's
     Shortcuts (default: the course's nbgrader_config.py). fixed: the visible cases to use
-    instead of data/references/."""
+    instead of data/references/. recall: what the notebook's earlier checks said
+    (grader.checks.recall): a mistake an earlier check of the exercise named is said in one line."""
     __tracebackhide__ = True
     case = prepare_case(exercise, student, focus, hidden=hidden, seed=seed, device=device,
                         dtype=dtype, fixed=fixed)
@@ -52,7 +53,8 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         if case.focus.values:
             check_values(case, ctx)
     except FAILED as err:
-        raise failure_error(case, explain(case, err), quiet) from None
+        failure = explain(case, err)
+        raise failure_error(case, recall.said(case, failure) if recall else failure, quiet) from None
     return _passed(case, graded, quiet)
 
 
@@ -72,12 +74,13 @@ def _passed(case, graded, quiet):
 
 
 def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, device=None,
-             dtype=torch.float32, fixed=None, graded=False, config=None, source_uses=None):
+             dtype=torch.float32, fixed=None, graded=False, config=None, source_uses=None, recall=None):
     """run_check as data: the check's Outcome, never an exception for the student's sake.
 
     source_uses: a forbidden function that the grading process found in the student's
     source (grader.grading.scan), where the kernel cannot hide it; the graded check then
-    fails as a shortcut without calling the student's code."""
+    fails as a shortcut without calling the student's code. recall: one per graded notebook
+    (grader.checks.recall)."""
     seed = (draw_seed() if seed is None else seed) if hidden else None
     name = student_name(student, exercise)
     label = check_label(name, exercise.focuses[focus].description, hidden, seed)
@@ -86,7 +89,8 @@ def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, devi
         return make(passed=False, message=shortcut_message(label, source_uses), mistake="shortcut")
     try:
         result = run_check(exercise, student, focus, hidden=hidden, seed=seed, device=device,
-                           dtype=dtype, fixed=fixed, quiet=True, graded=graded, config=config)
+                           dtype=dtype, fixed=fixed, quiet=True, graded=graded, config=config,
+                           recall=recall)
     except CheckError as err:
         return make(passed=False, message=str(err), mistake=err.finding,
                     mistake_name=err.finding_name, picture=err.picture)

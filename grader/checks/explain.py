@@ -136,7 +136,7 @@ def _explain_parameters(case, err):
     found = diagnosis.parameter_finding(err.fields.get("expected") or {}, err.fields.get("yours") or {},
                                         case.facts(), case.used)
     if found is not None and found.key == "bias":  # the message asks about it already
-        return Failure(str(err), found.key)
+        return Failure(str(err), found)
     text = "\n".join(str(err).splitlines()[:3])
     return Failure(f"{text}{named(found)}", finding_key(found))
 

@@ -219,16 +219,17 @@ def run(attempt):
     """The attempt's Result: every check run in order (a fresh notebook's memory)."""
     from grader.checks.core import CheckError, run_check
     from grader.checks.exercises import EXERCISES
+    from grader.checks.recall import Recall
 
     try:
         student = define(attempt)
     except Exception as err:  # the attempt does not define its object: nothing to check
         return Result(attempt, "broken", (Failure("define", None, repr(err)),))
     exercise = EXERCISES[exercise_key(attempt)]
-    failures = []
+    failures, recall = [], Recall()
     for label, focus, kw in checks(exercise):
         try:
-            run_check(exercise, student, focus, quiet=True, **kw)
+            run_check(exercise, student, focus, quiet=True, recall=recall, **kw)
         except CheckError as err:
             failures.append(Failure(label, err.finding, str(err)))
     return Result(attempt, classify(attempt, failures), tuple(failures))
