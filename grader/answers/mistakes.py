@@ -37,10 +37,20 @@ DOT_T_BATCHED = ".T on a batched tensor"
 DOT_T_BATCHED_HINT = "k.T reverses all three dims of (B, T, head_size); use k.transpose(-2, -1) or k.mT."
 
 
+DOUBLE_SOFTMAX = "the softmax applied twice"
+DOUBLE_SOFTMAX_HINT = ("one softmax turns scores into weights; a second treats those weights as scores: the "
+                       "masked positions (weight 0) get exp(0) = 1 again and every row flattens out.")
+
+
+def _named(catalogue, key):
+    """The mistake of a catalogue with this key (its name and hint are shared with another)."""
+    return next(m for m in catalogue if m.key == key)
+
+
 # --- one attention routine with every knob a learner can get wrong ------------------
 
 def _attend(q, k, v, mask=None, *, dim=-1, scale="before", factor=None, mask_mode="fill",
-            transpose="mT"):
+            transpose="mT", twice=False):
     """softmax(q k^T * factor) v with the mistakes switchable; mask True = hidden."""
     head_size = q.shape[-1]
     factor = head_size**-0.5 if factor is None else factor
@@ -53,6 +63,8 @@ def _attend(q, k, v, mask=None, *, dim=-1, scale="before", factor=None, mask_mod
     elif mask is not None and mask_mode == "inverted":
         wei = wei.masked_fill(~mask, float("-inf"))
     wei = torch.softmax(wei, dim=dim)
+    if twice:  # the weights taken for scores: the masked zeros get exp(0) again
+        wei = torch.softmax(wei, dim=dim)
     if mask is not None and mask_mode == "after":
         wei = wei.masked_fill(mask, 0.0)  # (6) not renormalised
     if scale == "after":
@@ -146,19 +158,23 @@ RUNNING_AVERAGE_WEIGHTS = (
 
 # --- 03: masked softmax --------------------------------------------------------------
 
-def _softmax(scores, mask, *, dim=-1, mask_mode="fill", fill=float("-inf"), zero_empty=True):
+def _softmax(scores, mask, *, dim=-1, mask_mode="fill", fill=float("-inf"), zero_empty=True, twice=False):
     wei = scores
     if mask_mode == "fill":
         wei = wei.masked_fill(mask, fill)
     elif mask_mode == "inverted":
         wei = wei.masked_fill(~mask, fill)
     wei = torch.softmax(wei, dim=dim)
+    if twice:
+        wei = torch.softmax(wei.nan_to_num(0.0), dim=dim)
     if mask_mode == "after":
         wei = wei.masked_fill(mask, 0.0)
     return wei.nan_to_num(0.0) if zero_empty else wei
 
 
 MASKED_SOFTMAX = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT,
+            lambda scores, mask: _softmax(scores, mask, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda scores, mask: _softmax(scores, mask, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -187,6 +203,7 @@ def _causal(scores, **kw):
 
 
 CAUSAL_WEIGHTS = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda scores: _causal(scores, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda scores: _causal(scores, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -229,6 +246,7 @@ def _head(x, w_query, w_key, w_value, causal=True, block_size=None, *, values="v
 
 
 HEAD = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda *a: _head(*a, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _head(*a, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -269,6 +287,7 @@ def _sdpa(q, k, v, mask=None, **attend):
 
 
 SCALED_DOT_PRODUCT_ATTENTION = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda *a: _attend(*a, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _sdpa(*a, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -326,6 +345,7 @@ def _mha(x, w_query, w_key, w_value, w_proj, b_proj, causal=True, block_size=Non
 
 
 MULTI_HEAD_ATTENTION = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda *a: _mha(*a, twice=True)),
     Mistake("heads_without_transpose", "heads split with view but no transpose",
             "view as (B, T, n_heads, head_size), then swap T and n_heads: view(B, n_heads, T, head_size) "
             "alone mixes time steps and heads.",
@@ -716,7 +736,7 @@ ONLINE_SOFTMAX = (
             "while the maximum is still -inf, exp(m - m_new) and exp(x_j - m_new) are exp(-inf + inf) = NaN: "
             "subtract 0 instead of m_new where m_new is -inf (torch.where).",
             lambda scores: _online(scores, guard=False)),
-    Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
+    Mistake("softmax_wrong_dim", _named(MASKED_SOFTMAX, "softmax_wrong_dim").name, _named(MASKED_SOFTMAX, "softmax_wrong_dim").hint,
             lambda scores: _online(scores, dim=-2)),
     Mistake("streams_wrong_dim", "the loop streams over dim 0 (the batch) instead of a row's scores",
             "a row is scores[b, t, :], its N scores along the last dim: loop j over range(scores.shape[-1]) "
@@ -768,7 +788,8 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 alpha = torch.exp(m - m_new)
                 p = torch.exp(s - m_new)
                 l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
-                acc = (acc * alpha if rescale_out else acc) + p @ v[..., j0:j1, :]
+                acc = (acc / alpha if rescale_out == "inverted" else acc * alpha if rescale_out else acc) \
+                    + p @ v[..., j0:j1, :]
             m = m_new
         out[..., i0:i1, :] = acc / l if normalise else acc
     return out
@@ -790,18 +811,22 @@ TILED_ATTENTION = (
             "a query may see its own key: hide key positions greater than the query's, not "
             "greater or equal (query 0 would see nothing at all).",
             lambda *a: _tiled(*a, mask="diagonal")),
-    Mistake("max_started_at_zero", ONLINE_SOFTMAX[2].name,
+    Mistake("max_started_at_zero", _named(ONLINE_SOFTMAX, "max_started_at_zero").name,
             "start m at -inf: with 0, a query whose scores are all far below 0 gets exp(s - 0) = 0 "
             "for every key and divides 0 by 0.", lambda *a: _tiled(*a, start=0.0)),
     Mistake("tile_local_mask", "the mask built from positions inside the tile",
             "compare whole-sequence positions, query i0 + r against key j0 + c: a key tile before the "
             "diagonal is entirely visible.", lambda *a: _tiled(*a, mask="local")),
-    Mistake("sum_not_rescaled", ONLINE_SOFTMAX[0].name,
+    Mistake("sum_not_rescaled", _named(ONLINE_SOFTMAX, "sum_not_rescaled").name,
             "when a key tile raises the maximum, multiply the running sum l by exp(m - m_new).",
             lambda *a: _tiled(*a, rescale_sum=False)),
     Mistake("output_not_rescaled", "the running output not rescaled when the maximum changes",
             "the accumulated p @ v was computed with the old maximum: multiply it by exp(m - m_new) too.",
             lambda *a: _tiled(*a, rescale_out=False)),
+    Mistake("output_rescale_inverted", "the running output divided by exp(m - m_new) instead of multiplied by it",
+            "when the maximum grows, the old output shrinks: acc = acc * exp(m - m_new) + p @ v; dividing by a "
+            "factor that is 0 at the first tile (m = -inf) gives 0 / 0.",
+            lambda *a: _tiled(*a, rescale_out="inverted")),
     Mistake("nothing_rescaled", "neither the running sum nor the running output rescaled when the maximum changes",
             "when a key tile raises the maximum from m to m_new, what l and the output hold was computed "
             "against m: multiply both by exp(m - m_new) before adding the new tile.",
@@ -809,7 +834,7 @@ TILED_ATTENTION = (
     Mistake("not_normalised", "the output never divided by the running sum",
             "after the last key tile, divide the accumulated output by l.",
             lambda *a: _tiled(*a, normalise=False)),
-    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
+    Mistake("missing_scale", _named(SCALED_DOT_PRODUCT_ATTENTION, "missing_scale").name,
             "multiply each tile of scores by head_size ** -0.5.", lambda *a: _tiled(*a, scale=False)),
     Mistake("diagonal_tile_skipped", "the diagonal key tile skipped",
             "the key tile that holds the query tile's own positions must be visited too (with the causal "
@@ -886,7 +911,7 @@ CACHED_ATTENTION = (
     Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
             "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
             "T, dim 2.", lambda *a: _cache(*a, cat_dim=1)),
-    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
+    Mistake("missing_scale", _named(SCALED_DOT_PRODUCT_ATTENTION, "missing_scale").name,
             "multiply the scores by head_size ** -0.5, as without a cache.",
             lambda *a: _cache(*a, scale=False)),
     Mistake("scale_by_C", "scores scaled by C ** -0.5, the model's width",

@@ -53,8 +53,8 @@ class Context:
         return None
 
     def on_meta(self):
-        """The student's code run with its inputs on the meta device (plain data), or None
-        where the code runs elsewhere (a sandbox gets real devices only)."""
+        """The student's code run with its inputs on the meta device (plain data), here or in
+        the student's kernel; None where it cannot be asked."""
         return on_meta(self.student, self.exercise.call(self.inputs))
 
     def close(self, a, b):

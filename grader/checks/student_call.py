@@ -157,17 +157,22 @@ def execute_on_meta(student, call):
 def _mixed_devices(found):
     """A dispatch mode that notes the first operation given both a meta tensor and a tensor
     (not a 0-dim scalar) on another device: [op name, shape, device] in found. On a GPU that
-    operation fails; on the meta device some (embedding, indexing) let it through."""
+    operation fails; on the meta device some (embedding, indexing) let it through. A 0-dim
+    tensor on the CPU is moved to the meta device first, as a GPU takes CPU scalars (a fill
+    value kept as torch.tensor(-1e9), say)."""
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+    from torch.utils._pytree import tree_flatten, tree_map
 
     class Mixed(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if not found:
-                ts = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            ts = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            if any(t.device.type == "meta" for t in ts):
+                scalar = lambda t: t.to("meta") if isinstance(t, torch.Tensor) and t.dim() == 0 \
+                    and t.device.type == "cpu" else t
+                args, kwargs = tree_map(scalar, args), tree_map(scalar, kwargs)
                 other = [t for t in ts if t.device.type != "meta" and t.dim() > 0]
-                if other and any(t.device.type == "meta" for t in ts):
+                if other and not found:
                     found.append([func.overloadpacket.__name__, [int(d) for d in other[0].shape],
                                   str(other[0].device)])
             return func(*args, **kwargs)
@@ -354,7 +359,12 @@ def code_facts(obj, call=None):
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
       arguments holds (parameters, buffers, plain tensor attributes, shared submodules).
+
+    With a call {"kind": "meta", "call": ...}: execute_on_meta's plain result for that call
+    instead (how the grading process, whose student runs in a kernel, asks for the probe).
     """
+    if call is not None and call.get("kind") == "meta":  # the meta-device probe, asked for from afar
+        return execute_on_meta(obj, call["call"])
     home = getattr(obj, "__module__", None)
     todo, seen = [obj], set()
     glob, helpers = {}, []

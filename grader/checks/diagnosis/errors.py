@@ -258,6 +258,10 @@ def error_finding(type_name, message, sz, facts=None, hooks=PLAIN, names=(), non
     if found:
         return found
     ctx = _ErrorContext(type_name, sz, facts, hooks, tuple(names or ()), tuple(none_inputs))
+    if hooks.error_finding:
+        found = hooks.error_finding(size_numbers(message) or numbers, sz)
+        if found:
+            return found
     for pattern, rule in ERROR_RULES:
         m = re.search(pattern, message)
         found = rule(m, ctx) if m else None

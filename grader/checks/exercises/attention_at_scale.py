@@ -124,7 +124,8 @@ def _call_cache(inputs):
                        "proj.bias": inputs["b_proj"]},
             "param_hint": "the given __init__: query, key, value, linear layers from C to "
                           "n_heads * head_size features without bias; proj, from n_heads * head_size "
-                          "back to C"}
+                          "back to C",
+            "eval": True}  # evaluation mode: a dropout the student adds is off
 
 
 def _reads_the_cache(ctx):
@@ -158,6 +159,18 @@ def _cache_sizes(inputs):
     nh = int(inputs["n_heads"])
     return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": inputs["w_query"].shape[0] // nh,
             "block_size": int(inputs["block_size"]), "prompt": int(inputs["chunks"][0])}
+
+
+def _cache_error(numbers, sz):
+    """An error whose sizes hold block_size and a length past it: the cache outgrew block_size
+    (a mask or a position table of block_size no longer fits it)."""
+    block_size = sz["block_size"]
+    grown = sorted(n for n in set(numbers) if block_size < n <= sz["T"])
+    if block_size in numbers and grown:
+        return diagnosis.Finding("cache_not_cropped", f"the cache grew to {grown[0]} entries, past block_size = {block_size}",
+                                 "after appending, keep only the last block_size entries: the model attends "
+                                 "to at most block_size tokens.")
+    return None
 
 
 def _crop_cache(inputs, L):
@@ -240,5 +253,5 @@ EXERCISES["cached_attention"] = Exercise(
     },
     attends=_reads_the_cache, shortcuts=ATTENTION_SHORTCUTS,
     diagnosis=Diagnosis(
-        sizes=_cache_sizes, crop=_crop_cache, reads=X_READS, given_code=True,
+        sizes=_cache_sizes, crop=_crop_cache, reads=X_READS, given_code=True, error_finding=_cache_error,
         task="append the new keys and values to the cache, then attend over it"))

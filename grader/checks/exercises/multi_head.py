@@ -30,7 +30,8 @@ def _call_mha(batched):
         n_heads, head_size, C = inputs["w_query"].shape
         return {"kind": "module", "ctor": [C, n_heads, head_size, inputs["block_size"]],
                 "ctor_kw": {"causal": inputs["causal"]}, "x": inputs["x"],
-                "params": _mha_parameters(inputs, batched), "param_hint": hint}
+                "params": _mha_parameters(inputs, batched), "param_hint": hint,
+                "eval": True}  # evaluation mode: a dropout the student adds is off
     return call
 
 

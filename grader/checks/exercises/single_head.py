@@ -13,7 +13,8 @@ def _call_head(inputs):
             "ctor_kw": {"causal": inputs["causal"]}, "x": inputs["x"],
             "params": {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
                        "value.weight": inputs["w_value"]},
-            "param_hint": "query, key, value = nn.Linear(C, head_size, bias=False)"}
+            "param_hint": "query, key, value = nn.Linear(C, head_size, bias=False)",
+            "eval": True}  # evaluation mode: a dropout the student adds (as the lecture's head has) is off
 
 
 def _draw_head(gen, case, d):
