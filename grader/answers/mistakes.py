@@ -639,9 +639,6 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
 
 
 GENERATE = (
-    Mistake("last_sequence", "logits[-1]: the last sequence of the batch instead of each sequence's last position",
-            "the model's logits are (B, T, vocab_size): every sequence's next-token logits are "
-            "logits[:, -1, :].", lambda *a: _generate(*a, position="batch")),
     Mistake("new_tokens_only", "only the new tokens returned, without the prompt",
             "return the whole sequence, the prompt followed by the new tokens: keep appending to idx "
             "and return it.", lambda *a: _generate(*a)[:, len(a[1][0]):]),

@@ -624,4 +624,8 @@ def _describe_size(shape, watch):
     if T in shape and tile in shape:
         return "tile_strip", (f"that is a strip of one tile against all T={T} keys. Tile the keys too, "
                               f"combined with a running max and sum: {limit}")
+    rows, keys = shape[-2:] if len(shape) >= 2 else (0, 0)
+    if any(tile < k <= T and 2 <= r <= tile for r, k in ((rows, keys), (keys, rows))):
+        return "tile_strip", (f"that is a strip of one tile of queries against {max(rows, keys)} keys. Tile the "
+                              f"keys too, combined with a running max and sum: {limit}")
     return "too_large", limit

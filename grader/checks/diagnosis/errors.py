@@ -107,7 +107,8 @@ def _matmul(m, ctx):
     a, b, c, d = map(int, m.groups())
     labels = " ".join(name_number(n, ctx.sz) or "" for n in (a, b, c, d))
     rows = set((name_number(a, ctx.sz) or "").split("\u00b7"))
-    if {"n_heads", "T"} <= rows:  # n_heads times as many rows: B·n_heads·T, whichever dim grew
+    one_head = ctx.size(b) == "head_size" and "n_heads" in ctx.sz and c == ctx.sz["n_heads"] * ctx.sz["head_size"]
+    if {"n_heads", "T"} <= rows or one_head:  # one head's features where all heads' belong
         return Finding("cat_dim", "the heads joined along the batch or the time dim instead of the features",
                        "torch.cat(outs, dim=0) stacks them along the batch, dim=1 along time; each token's "
                        "heads belong side by side in its features, the last dim: torch.cat(outs, dim=-1).")

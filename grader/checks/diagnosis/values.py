@@ -218,14 +218,15 @@ def nonfinite_finding(actual, names, hooks=PLAIN):
                         "diagonal (key >= query) leaves it nothing to attend to; hide only key > query")
             else:
                 hint = "a division by zero (or a row with nothing to attend to) there"
-            return Finding("nonfinite_at", f"the NaN/inf values all sit at {name} = {i}", hint + ".")
+            word, letter = index_word(name)
+            return Finding("nonfinite_at", f"the NaN/inf values all sit at {word} {letter} = {i}", hint + ".")
     return None
 
 
 def averaging_nonfinite_hint(i):
     """Diagnosis.nonfinite_hint of the averages (01, 02): NaN/inf at index i of one dim."""
-    return ("a division by zero at the first position (a count of t instead of t + 1?)"
-            if i == 0 else "a division by zero (or a row with nothing to average) there")
+    return ("an average of nothing at the first position: a slice that is empty at t = 0, or a count "
+            "of t instead of t + 1" if i == 0 else "a division by zero (or a row with nothing to average) there")
 
 
 def online_softmax_finding(inp, actual, expected, close):

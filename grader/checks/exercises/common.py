@@ -137,7 +137,8 @@ def _follows_inputs(ctx):
         # as the memory happens to): the values check says how, not a guess about dtypes
     if problem:
         first, _, rest = problem.partition("\n")
-        hint = "" if "dtype=" in rest else "\n  Create new tensors with dtype=x.dtype and device=x.device."
+        hint = "" if "dtype=" in rest else ("\n  Create new tensors with dtype=x.dtype and device=x.device, and move "
+                                            "those you are given: .to(x.device, x.dtype).")
         return (f"with {str(other).replace('torch.', '')} inputs, {first}" + (f"\n{rest}" if rest else "")
                 + hint, "follows_inputs")
     if other == torch.float64:
@@ -181,10 +182,11 @@ def _float32_inside(ctx, inputs64):
             return (f"with float64 inputs your values differ from the float64 reference by up to "
                     f"{float((out - want).abs().max()):.2g}, every row by one factor.\n  Likely mistake: "
                     f"{found.name} \u2014 {found.hint}", found.key)
-    return (f"with float64 inputs your values are only float32-accurate (they differ from the "
-            f"float64 reference by up to {float((out - want).abs().max()):.2g}): part of the "
-            "computation runs in float32.\n  Create new tensors (running maximum and sum, buffers) "
-            "with dtype=x.dtype and device=x.device.", "follows_inputs")
+    return (f"the checks also run your code on float64 inputs (as a model kept in another precision "
+            f"would run it); there your values are only float32-accurate (they differ from the float64 "
+            f"reference by up to {float((out - want).abs().max()):.2g}): part of the computation runs in "
+            "float32.\n  Create new tensors (running maximum and sum, buffers, a cache) with dtype=x.dtype "
+            "and device=x.device.", "follows_inputs")
 
 
 def _stable(ctx):

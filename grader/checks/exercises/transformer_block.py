@@ -270,6 +270,19 @@ def _gpt_sizes(inputs):
             "block_size": int(inputs["block_size"]), "vocab_size": V}
 
 
+def _generate_error(numbers, sz):
+    """torch.cat of the prompt (B rows) with T rows of new ids: the model's logits[-1], the last
+    sequence's T positions, sampled as if they were the batch. (With T = 1 this error is also
+    that of ids appended as a row, so then it names nothing.)"""
+    B, T = sz["B"], sz["T"]
+    if T > 1 and sorted(set(numbers) & {B, T}) == sorted({B, T}) and 1 not in numbers[:2]:
+        return diagnosis.Finding("last_sequence", "logits[-1]: the last sequence of the batch instead of each "
+                                 "sequence's last position",
+                                 "the model's logits are (B, T, vocab_size): every sequence's next-token logits "
+                                 "are logits[:, -1, :].")
+    return None
+
+
 def _generate_sizes(inputs):
     return {"B": len(inputs["idx"]), "T": len(inputs["idx"][0]),
             "vocab_size": int(inputs["model"]["tok"].shape[0]), "block_size": int(inputs["block_size"])}
@@ -338,5 +351,5 @@ EXERCISES["generate"] = Exercise(
     repeatable=False, attends=_follows_the_model,
     diagnosis=Diagnosis(
         sizes=_generate_sizes, picture="ids", reads=diagnosis.reads("idx", C=None), given_code=True,  # (B, T + max_new_tokens) ids
-        task="crop the context, softmax the last logits / temperature, sample, append",
+        task="crop the context, softmax the last logits / temperature, sample, append", error_finding=_generate_error,
         analysis=diagnosis.context_length_finding))
