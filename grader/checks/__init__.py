@@ -6,7 +6,8 @@ exercise (Exercise, Focus, Invariant), inputs (fixed and drawn), calling (the st
 here or in a kernel elsewhere), output (type, shape, dtype, device, NaN), naming (the likely
 mistake: the catalogue, then the diagnosis), case (CheckCase, and the Context an invariant
 sees), stages (output, attends, invariants, values), smallest (the picture's smallest failing
-case), explain (a failure as the learner's message), core (run_check, evaluate).
+case), explain (a failure as the learner's message), recall (each mistake named once), core
+(run_check, evaluate).
 
 Beside them: each exercise's inputs, invariants and focuses (exercises), the diagnosis of a
 wrong answer (diagnosis), calling and watching the student's code in its kernel
