@@ -65,7 +65,7 @@ class Recall:
             return failure
         kind = "mistake" if key else "problem"
         return replace(failure, message=f"the same {kind} as in the check \"{first.description}\" above: "
-                                        f"{first.mistake}.", case=None)
+                                        f"{first.mistake}.")  # its picture, if any, is kept
 
 
 def _short(text, n=160):
