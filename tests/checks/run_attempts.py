@@ -9,7 +9,8 @@ cell, what it tries (idea), and what its feedback must be. An attempt is execute
 namespace like the notebook's at that point (its imports, the globals its earlier cells
 leave behind, the classes it gives), then every check of its exercise runs in the
 notebook's order (each visible focus), then a hidden values check and a graded values
-check, all with one memory of what the earlier checks said, as in a notebook. Verdicts:
+check where the code uses a shortcut, all with one memory of what the earlier checks said, as in
+a notebook. Verdicts:
 
 - a wrong attempt is *passing* when every check passes (a shortcut counts as caught when the
   graded check refuses it); *misleading* when a failing check names a mistake outside its
@@ -191,11 +192,18 @@ class Result:
         return "\n".join(f"[{f.check}] {f.finding}: {f.message}" for f in self.failures)
 
 
-def checks(exercise):
-    """(label, focus, keyword arguments) of every check an attempt goes through, in order."""
+def checks(exercise, student):
+    """(label, focus, keyword arguments) of every check an attempt goes through, in order. The
+    graded values check differs from the visible one only for code that uses a shortcut
+    (grader.checks.shortcuts): it runs where the code uses one."""
+    from grader.checks import diagnosis
+    from grader.checks.calling import code_facts
+
     runs = [(focus, focus, {}) for focus in exercise.focuses]
-    return runs + [("values (hidden)", "values", {"hidden": True, "seed": HIDDEN_SEED}),
-                   ("values (graded)", "values", {"graded": True})]
+    runs.append(("values (hidden)", "values", {"hidden": True, "seed": HIDDEN_SEED}))
+    if diagnosis.shortcut(exercise, code_facts(exercise, student), None):
+        runs.append(("values (graded)", "values", {"graded": True}))
+    return runs
 
 
 def classify(attempt, failures):
@@ -227,7 +235,7 @@ def run(attempt):
         return Result(attempt, "broken", (Failure("define", None, repr(err)),))
     exercise = EXERCISES[exercise_key(attempt)]
     failures, recall = [], Recall()
-    for label, focus, kw in checks(exercise):
+    for label, focus, kw in checks(exercise, student):
         try:
             run_check(exercise, student, focus, quiet=True, recall=recall, **kw)
         except CheckError as err:
