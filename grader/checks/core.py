@@ -23,10 +23,12 @@ from grader.checks.stages import (Shortcut, check_attends, check_invariants, che
 from grader.outcome import Outcome, check_label, draw_seed
 
 # Names other parts of the course import from here (grader.grading's channel and execute,
-# the student bundle's recording); they live in the modules named.
+# the student bundle's recording, exercise modules written before the split); they live in the
+# modules named.
 from grader.checks.calling import RemoteError, RemoteStudent  # noqa: E402,F401
 from grader.checks.calling import quiet as _quiet  # noqa: E402,F401
 from grader.checks.devices import device_name  # noqa: E402,F401
+from grader.checks.exercise import Exercise, Focus, Invariant  # noqa: E402,F401
 from grader.checks.inputs import load_fixed as _load_fixed  # noqa: E402,F401
 
 
