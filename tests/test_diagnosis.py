@@ -367,7 +367,7 @@ def test_a_tail_never_written_is_named_so_whatever_the_memory_held(garbage):
         tail[:, 0, T - 3:] = 1e30  # one head's leftovers happen to be finite
     found = analyse(exercise, inp, actual=tail, expected=expected, close=close, names=names)
     assert found is not None and found.key == "unwritten", found
-    assert f"T = {T - 3}..{T - 1}" in found.name and "never written" in found.hint
+    assert f"positions t = {T - 3}..{T - 1}" in found.name and "never written" in found.hint
     first = expected.clone()
     first[:, :, 0] = float("nan")
     found = analyse(exercise, inp, actual=first, expected=expected, close=close, names=names)

@@ -109,10 +109,11 @@ def unwritten(exercise, ctx, again):
         first, last = int(idx.min()), int(idx.max())
         if len(idx) < ctx.out.shape[d] and len(idx) == last - first + 1:
             name = names[d] if d < len(names) else f"dim {d}"
-            span = f"{name} = {first}" if first == last else f"{name} = {first}..{last}"
+            span = diagnosis.at_indices(name, first if first == last else f"{first}..{last}")
             return (f"your output at {span} changes from call to call on the same inputs, the rest "
                     f"does not: those entries are never written.\n  torch.empty leaves whatever the memory "
-                    f"held: make sure your loops fill every position, up to {name} = {ctx.out.shape[d] - 1}.",
+                    f"held: make sure your loops fill every one, up to "
+                    f"{diagnosis.at_indices(name, ctx.out.shape[d] - 1)}.",
                     "unwritten")
     return None
 

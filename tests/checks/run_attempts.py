@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ if str(ROOT) not in sys.path:  # run as a script
 HIDDEN_SEED = 11  # the hidden values check's seed: every run classifies the same
 WRONG = ("named", "generic", "misleading", "passing")
 BAR = 0.9  # at least this share of the wrong attempts named (issue #29)
+# an index said as if it were a size ("at T = 3", "except T = 6"): messages say "position t = 3"
+INDEX_AS_SIZE = re.compile(r"\b(at|except|up to) (B|T|C|N|n_heads|head_size|vocab_size) = \d")
 
 
 @dataclass(frozen=True)

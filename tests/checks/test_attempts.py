@@ -6,7 +6,7 @@ printed (pytest -s) and held to the course's bar."""
 import pytest
 
 import run_attempts
-from run_attempts import Attempt, Failure, classify
+from run_attempts import INDEX_AS_SIZE, Attempt, Failure, classify
 
 ATTEMPTS = run_attempts.attempts()
 
@@ -18,6 +18,7 @@ def test_attempt(attempt):
     assert result.verdict == want, result.shown()
     for failure in result.failures:
         assert len(failure.message.splitlines()) <= 5, failure.message
+        assert not INDEX_AS_SIZE.search(failure.message), failure.message
 
 
 def test_the_table_meets_the_bar():

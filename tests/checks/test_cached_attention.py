@@ -3,7 +3,7 @@ some, on the visible inputs and on every hidden draw."""
 import torch
 
 from grader.answers import fixtures
-from grader.checks.core import run_check
+from grader.checks.core import CheckError, run_check
 from grader.checks.exercises import EXERCISES
 
 
@@ -41,3 +41,23 @@ class ReferenceCache(torch.nn.Module):
         wei = q @ self.k_cache.mT * self.head_size ** -0.5
         wei = torch.softmax(wei.masked_fill(hide, float("-inf")), dim=-1)
         return self.proj((wei @ self.v_cache).transpose(1, 2).reshape(B, T_new, -1))
+
+
+NEVER_CROPPED = ("29-08-cache-never-cropped-slots-by-index", "29-08-cache-never-cropped-mask-buffer")
+
+
+def test_a_cache_never_cropped_is_named_from_its_error_on_every_draw():
+    """A cache that outgrows block_size fails with an error whose numbers are sizes of the draw
+    (an index past block_size slots, a mask of block_size against a longer cache): the error is
+    named as the cache never cropped on hidden draws too, never as another size (B·head_size)."""
+    import run_attempts
+
+    for attempt in (a for a in run_attempts.attempts("issue_29") if a.id in NEVER_CROPPED):
+        student = run_attempts.define(attempt)
+        for seed in range(6):
+            try:
+                run_check(EXERCISES["cached_attention"], student, "values", hidden=True, seed=seed, quiet=True)
+            except CheckError as err:
+                assert err.finding == "cache_not_cropped", (attempt.id, seed, str(err))
+            else:
+                raise AssertionError(f"{attempt.id} passed hidden draw {seed}")

@@ -37,7 +37,7 @@ putting them together (``analyse``); ``pictures`` the smallest failing case.
 """
 from grader.checks.diagnosis.findings import PLAIN, Diagnosis, Finding, Scale, reads  # noqa: F401
 from grader.checks.diagnosis.shapes import (  # noqa: F401
-    name_number, name_shape, sizes, size_numbers)
+    at_indices, name_number, name_shape, sizes, size_numbers)
 from grader.checks.diagnosis.facts import (  # noqa: F401
     device_message, globals_finding, globals_note, mask_buffer_note, module_finding,
     mutation_message, parameter_finding, passing_note, refine, shortcut)

@@ -241,6 +241,10 @@ ERROR_RULES = (
     (r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", _dim_range),
     (r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
      r"\(expected (\d+)", _unpack),
+    (r"Tensor must have a last dimension of size 2",  # torch.view_as_complex on unpaired numbers
+     _fixed("complex_unpaired", "torch.view_as_complex given a tensor whose last dim is not a pair",
+            "view_as_complex reads each complex number from a last dim of size 2 (real, imaginary): "
+            "view the head_size numbers as head_size // 2 pairs first.")),
     (r"(?s)(?=.*masked_fill)(?=.*bool)",
      _fixed("mask_dtype", "a mask that is not boolean", "masked_fill needs a bool mask: use tril == 0, or .bool().")),
     (r"same dtype|expected scalar type|dtype", _dtype),
@@ -260,7 +264,7 @@ def error_finding(type_name, message, sz, facts=None, hooks=PLAIN, names=(), non
         return found
     ctx = _ErrorContext(type_name, sz, facts, hooks, tuple(names or ()), tuple(none_inputs))
     if hooks.error_finding:
-        found = hooks.error_finding(size_numbers(message) or numbers, sz)
+        found = hooks.error_finding(size_numbers(message) or numbers, sz, message)
         if found:
             return found
     for pattern, rule in ERROR_RULES:

@@ -37,7 +37,7 @@ class Diagnosis:
     running_max: bool = False  # a running maximum (online softmax, tiles): its own findings
     given_code: bool = False  # 07 and 08: the student's part sits in given code, with no mask argument
     passing_note: Optional[Callable] = None  # fn(inputs, facts) -> a note for a passing check, or None
-    error_finding: Optional[Callable] = None  # fn(numbers in an error, sizes) -> Finding or None, before the rules
+    error_finding: Optional[Callable] = None  # fn(sizes in an error, sizes, its message) -> Finding or None, before the rules
 
 
 PLAIN = Diagnosis()

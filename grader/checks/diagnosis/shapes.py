@@ -60,6 +60,19 @@ def index_word(name):
     return INDEX_WORDS.get(name, (f"index along {name}", "i"))
 
 
+def at_indices(name, indices):
+    """Indices along the dim called name, said as indices, never as the dim's size:
+    "position t = 3", "positions t = 36..40" (indices: an int, a list of ints, or a "36..40" span)."""
+    if isinstance(indices, int):
+        indices = [indices]
+    text = indices if isinstance(indices, str) else ", ".join(map(str, indices))
+    many = isinstance(indices, str) or len(indices) > 1
+    if name not in INDEX_WORDS:
+        return f"{name}, {'indices' if many else 'index'} {text}"
+    word, letter = INDEX_WORDS[name]
+    return f"{word}{'s' if many else ''} {letter} = {text}"
+
+
 def _sizes_text(sz, only=None):
     return ", ".join(f"{k} = {v}" for k, v in sz.items() if only is None or k in only)
 

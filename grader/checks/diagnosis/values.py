@@ -8,7 +8,7 @@ import torch
 from grader.checks import registry
 from grader.checks.diagnosis.facts import _how
 from grader.checks.diagnosis.findings import PLAIN, Finding
-from grader.checks.diagnosis.shapes import index_word, name_number, name_shape
+from grader.checks.diagnosis.shapes import at_indices, index_word, name_number, name_shape
 from grader.checks.diagnosis.variants import MERGE_HINT, _factor_candidates, forward
 
 
@@ -112,7 +112,8 @@ def unfilled_finding(actual, expected, close, names):
         if close(actual.index_select(d, idx), expected.index_select(d, idx)):
             name = names[d] if names and d < len(names) else f"dim {d}"
             where = ", ".join(map(str, zero[:4])) + (", ..." if len(zero) > 4 else "")
-            return Finding("unfilled", f"right everywhere except {name} = {where}, left at 0",
+            where = at_indices(name, zero[0] if len(zero) == 1 else where)
+            return Finding("unfilled", f"right everywhere except {where}, left at 0",
                            "those were never written: a loop that stops early (range(T - 1)?) "
                            "or a return inside the loop.")
     return None
@@ -131,11 +132,11 @@ def unwritten_finding(actual, expected, close, names):
             continue
         if close(actual.narrow(d, 0, wrong[0]), expected.narrow(d, 0, wrong[0])):
             name = names[d] if names and d < len(names) else f"dim {d}"
-            span = f"{name} = {n - 1}" if wrong[0] == n - 1 else f"{name} = {wrong[0]}..{n - 1}"
+            span = at_indices(name, n - 1 if wrong[0] == n - 1 else f"{wrong[0]}..{n - 1}")
             return Finding("unwritten", f"right everywhere except {span}, which hold NaN/inf and "
                            "other values nothing computed",
                            f"those entries were never written: torch.empty leaves whatever the memory "
-                           f"held; make sure your loops fill every position, up to {name} = {n - 1}.")
+                           f"held; make sure your loops fill every one, up to {at_indices(name, n - 1)}.")
     return None
 
 

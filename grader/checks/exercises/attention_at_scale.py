@@ -1,4 +1,6 @@
 """08: online softmax, tiled attention, key/value cache."""
+import re
+
 import torch
 
 from grader.checks import diagnosis, registry
@@ -161,15 +163,23 @@ def _cache_sizes(inputs):
             "block_size": int(inputs["block_size"]), "prompt": int(inputs["chunks"][0])}
 
 
-def _cache_error(numbers, sz):
+def _cache_error(numbers, sz, message):
     """An error whose sizes hold block_size and a length past it: the cache outgrew block_size
-    (a mask or a position table of block_size no longer fits it)."""
+    (a mask or a position table of block_size no longer fits it). Or an index past the end of a
+    dim of block_size: a cache of block_size slots, full, written at a pointer never moved back."""
     block_size = sz["block_size"]
     grown = sorted(n for n in set(numbers) if block_size < n <= sz["T"])
     if block_size in numbers and grown:
         return diagnosis.Finding("cache_not_cropped", f"the cache grew to {grown[0]} entries, past block_size = {block_size}",
                                  "after appending, keep only the last block_size entries: the model attends "
                                  "to at most block_size tokens.")
+    past = re.search(r"index (\d+) is out of bounds for dimension \d+ with size (\d+)", message)
+    if past and int(past.group(2)) == block_size and int(past.group(1)) >= block_size:
+        return diagnosis.Finding("cache_not_cropped", f"index {int(past.group(1))} written past the end of a cache of "
+                                 f"block_size = {block_size} slots: a full cache is never cropped",
+                                 "once the cache holds block_size entries, drop the oldest for each new one "
+                                 "(shift the entries left, or append and keep the last block_size): the "
+                                 "model attends to at most block_size tokens.")
     return None
 
 

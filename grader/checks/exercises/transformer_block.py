@@ -270,7 +270,7 @@ def _gpt_sizes(inputs):
             "block_size": int(inputs["block_size"]), "vocab_size": V}
 
 
-def _generate_error(numbers, sz):
+def _generate_error(numbers, sz, message):
     """torch.cat of the prompt (B rows) with T rows of new ids: the model's logits[-1], the last
     sequence's T positions, sampled as if they were the batch. (With T = 1 this error is also
     that of ids appended as a row, so then it names nothing.)"""
