@@ -738,8 +738,8 @@ ONLINE_SOFTMAX = (
     Mistake("softmax_wrong_dim", _named(MASKED_SOFTMAX, "softmax_wrong_dim").name, _named(MASKED_SOFTMAX, "softmax_wrong_dim").hint,
             lambda scores: _online(scores, dim=-2)),
     Mistake("streams_wrong_dim", "the loop streams over dim 0 (the batch) instead of a row's scores",
-            "a row is scores[b, t, :], its N scores along the last dim: loop j over range(scores.shape[-1]) "
-            "and read scores[..., j].", lambda scores: _online(scores, dim=0)),
+            "a row is the N scores of one (b, t), along the last dim: the loop runs over the last dim "
+            "(its size is scores.shape[-1]), one score of every row at a time.", lambda scores: _online(scores, dim=0)),
     Mistake("term_old_max", "the new score's term measured against the old maximum",
             "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
             "maximum the term is too large whenever x_j raises it.",
