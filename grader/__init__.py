@@ -34,6 +34,22 @@ def _answers():
 registry.provide(_answers)
 
 
+_RECALL = []  # the kernel's memory of what its checks said (grader.checks.recall), made when first needed
+
+
+def _kernel_recall():
+    """The kernel's Recall inside a notebook's kernel (each mistake named once), else None:
+    other callers (scripts, tests) get every check's whole message."""
+    from grader.checks.smallest import in_kernel
+
+    if not in_kernel():
+        return None
+    if not _RECALL:
+        from grader.checks.recall import Recall
+        _RECALL.append(Recall())
+    return _RECALL[0]
+
+
 def _make_check(key):
     import torch
 
@@ -45,7 +61,8 @@ def _make_check(key):
     def check(student, focus="values", *, hidden=False, seed=None, device=None,
               dtype=torch.float32):
         __tracebackhide__ = True
-        run_check(exercise, student, focus, hidden=hidden, seed=seed, device=device, dtype=dtype)
+        run_check(exercise, student, focus, hidden=hidden, seed=seed, device=device, dtype=dtype,
+                  recall=_kernel_recall())
 
     check.__name__ = check.__qualname__ = f"check_{key}"
     check.__doc__ = (f"Check {exercise.name}. focus: one of {', '.join(exercise.focuses)}. "
@@ -57,7 +74,7 @@ def __getattr__(name):
     if name.startswith("check_") and name[len("check_"):] in EXERCISE_KEYS:
         check = _make_check(name[len("check_"):])
     elif name == "CheckError":
-        from grader.checks.core import CheckError as check
+        from grader.checks.feedback import CheckError as check
     elif name == "FOCUSES":
         from grader.checks.exercises import EXERCISES
         check = {key: tuple(ex.focuses) for key, ex in EXERCISES.items()}

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from grader.checks import core
+from grader.checks import calling
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -53,7 +53,7 @@ def test_failing_check_shows_only_its_message(outputs, name, expected):
     assert expected in "\n".join(lines)
     assert 2 <= len(lines) <= 5, lines
     shown = "\n".join(error.traceback)
-    assert core.PACKAGE_DIR not in shown and "grader/" not in shown and "File " not in shown
+    assert calling.PACKAGE_DIR not in shown and "grader/" not in shown and "File " not in shown
 
 
 def test_passing_check_prints_one_line(outputs):

@@ -40,3 +40,6 @@ def test_a_biased_head_is_named_in_the_feedback_as_in_jupyterlab(tmp_path):
     assert len(lines) >= 3 and lines[0].startswith("parameters do not match")
     for line in lines:
         assert line in page, line
+    # each mistake named once: the first failing cell says it whole, the later ones in a line
+    assert page.count(lines[0]) == 1
+    assert 'the same mistake as in the check "returns (B, T, head_size)" above: layers with a bias' in page

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grader
-from grader.checks import core
+from grader.checks import compare, devices, inputs
 from grader.answers import reference as ref
 from grader.checks.exercises import EXERCISES
 from grader.answers.correct import CORRECT, Head, student_from
@@ -52,13 +52,13 @@ def test_each_mistake_is_named(key, mistake):
 @pytest.mark.parametrize("key,mistake", mistake_cases())
 def test_each_mistake_differs_from_the_reference_beyond_tolerance(key, mistake):
     """No mistake can pass by luck on the fixed inputs."""
-    case = core._load_fixed(EXERCISES[key])["empty_rows" if key == "masked_softmax" else
+    case = inputs.load_fixed(EXERCISES[key])["empty_rows" if key == "masked_softmax" else
                                              "causal" if key == "scaled_dot_product_attention" else "main"]
     try:
         wrong = mistake.fn(*case["inputs"].values())
     except RuntimeError:
         return  # raises: can never pass
-    assert not core._close(wrong.double(), case["expected"], core.TOLERANCES[("cpu", torch.float32)])
+    assert not compare.close(wrong.double(), case["expected"], devices.TOLERANCES[("cpu", torch.float32)])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -66,7 +66,7 @@ def test_each_mistake_differs_from_the_reference_beyond_tolerance(key, mistake):
 def test_hidden_draws_have_distinct_dims_and_separate_every_mistake(seed, key):
     ex = EXERCISES[key]
     gen = torch.Generator().manual_seed(seed)
-    dims = core.draw_dims(ex, gen)
+    dims = inputs.draw_dims(ex, gen)
     picked = [dims[d] for d in ex.distinct]
     assert len(set(picked)) == len(picked)
     if "block_size" in dims:

@@ -127,3 +127,15 @@ def test_importing_the_course_layout_changes_nothing():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          cwd=PACKAGE.parent)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+CHECK_JOBS = ("devices", "compare", "feedback", "exercise", "inputs", "calling", "output", "naming",
+              "case", "stages", "smallest", "explain", "recall", "core")  # grader/checks/__init__.py's order
+
+
+def test_the_check_s_modules_import_only_those_listed_before_them():
+    graph = import_graph()
+    for i, job in enumerate(CHECK_JOBS):
+        module = f"grader.checks.{job}"
+        later = {f"grader.checks.{j}" for j in CHECK_JOBS[i + 1:]}
+        assert module in graph and not graph[module] & later, f"{module} imports {sorted(graph[module] & later)}"

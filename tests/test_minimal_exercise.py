@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from grader.answers.correct import CORRECT, student_from
-from grader.checks.core import CheckError, Exercise, Focus, run_check
+from grader.checks.core import CheckError, run_check
 from grader.checks.diagnosis import PLAIN, Diagnosis
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises import EXERCISES
 
 

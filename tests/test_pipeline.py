@@ -69,8 +69,12 @@ def test_each_test_cell_shows_the_outcome_that_decided_it(course):
     out = cells["test_sdpa_values"].outputs  # the picture of the smallest failing case, then why
     assert [o.output_type for o in out] == ["display_data", "error"] and out[1].ename == "CheckError"
     assert out[0].data["image/png"]
-    assert "Likely mistake: softmax over the wrong dimension" in out[1].evalue
+    # the first failing cell of the exercise names the mistake whole, a later one in a line
+    assert 'the same mistake as in the check "matches the reference values without a mask" above: ' \
+        "softmax over the wrong dimension" in out[1].evalue
     assert len(out[1].traceback) <= 6  # the message, no grader frame
+    first = cells["test_sdpa_no_mask"].outputs
+    assert "Likely mistake: softmax over the wrong dimension" in first[-1].evalue
     ok = cells["test_sdpa_output"].outputs
     assert [o.output_type for o in ok] == ["stream"] and ok[0].text.startswith("\u2713 ")
     entry = Status(root).get("softmax_wrong_dim", A)

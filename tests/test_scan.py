@@ -326,18 +326,13 @@ def test_students_attempts_and_the_course_answers_are_unflagged():
     """Every attempt of the corpora (right or wrong, never hostile) and every function and
     class of grader/answers/correct.py, each read as the only cell a student wrote."""
     import inspect
-    import json
     import textwrap
+    import tomllib
 
-    import attempts_07_fresh
-    import attempts_0708
-    import attempts_own
-    import attempts_student_08
     from grader.answers import correct
 
-    codes = [(a["id"], a["code"]) for module in (attempts_own, attempts_0708, attempts_07_fresh, attempts_student_08)
-             for a in module.ATTEMPTS]
-    codes += [(a["id"], a["code"]) for a in json.loads((ROOT / "tests" / "student_attempts.json").read_text())]
+    codes = [(a["id"], a["code"]) for path in sorted((ROOT / "tests" / "checks" / "attempts").glob("*.toml"))
+             for a in tomllib.loads(path.read_text(encoding="utf-8"))["attempt"]]
     codes += [(name, textwrap.dedent(inspect.getsource(obj))) for name, obj in vars(correct).items()
               if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == correct.__name__]
     assert len(codes) > 300

@@ -19,7 +19,7 @@ SEED = 20261121
 
 def build(exercise):
     """{case: {"inputs": ..., "expected": ...}} for every case the exercise's checks use."""
-    from grader.checks.core import fixed_dims
+    from grader.checks.inputs import fixed_dims
 
     dims = fixed_dims(exercise)
     cases = {}

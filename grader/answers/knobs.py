@@ -69,7 +69,7 @@ def running_weights(T, form="rows", dtype=torch.float64):
 
 def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="wv",
             split=("T", "nh", "hs"), merge=("T", "nh", "hs"), heads_over_time=False,
-            fill=float("-inf"), weights="rows", along=1):
+            fill=float("-inf"), weights="rows", along=1, residual=False):
     """The exercise's output with the knobs turned; the defaults give the reference."""
     sz = sizes(EXERCISES[key], inp)
     if key == "running_average_weights":
@@ -79,6 +79,12 @@ def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="w
         if along == "flat":  # the batch flattened into one sequence of B * T tokens
             B, T, C = x.shape
             return (running_weights(B * T, weights, x.dtype) @ x.reshape(B * T, C)).view(B, T, C)
+        if along == "all":  # the running mean taken over the channels too: one number per token
+            return (running_weights(x.shape[1], weights, x.dtype).to(x.device) @ x).mean(-1, keepdim=True).expand_as(x)
+        if along == "carried":  # one running sum over the flattened batch, divided by t + 1
+            B, T, C = x.shape
+            sums = x.reshape(B * T, C).cumsum(0).view(B, T, C)
+            return sums / torch.arange(1, T + 1, dtype=x.dtype, device=x.device).view(1, T, 1)
         if along != 1:  # the running mean along another dim, or (along="mean d") a plain mean
             if isinstance(along, str):
                 return x.mean(int(along[-1]), keepdim=True).expand_as(x)
@@ -104,7 +110,9 @@ def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="w
         return _core(q, k, v, m, f, dim, order, apply, fill)
     nh, hs = sz["n_heads"], sz["head_size"]
     q, k, v = (_project(x, inp[w].reshape(-1, C)) for w in ("w_query", "w_key", "w_value"))
-    if heads_over_time:  # view(B, T, n_heads, head_size) without the transpose
+    if split is None:  # never split into heads: one attention over all n_heads * head_size features
+        out = _core(q, k, v, m, f, dim, order, apply, fill)  # (B, T, n_heads * head_size)
+    elif heads_over_time:  # view(B, T, n_heads, head_size) without the transpose
         q, k, v = (t.reshape(B, T, nh, hs) for t in (q, k, v))
         m = causal_mask(nh, x.device) if m is not None else None  # the mask sized by the heads
         out = _core(q, k, v, m, f, dim, order, apply, fill)  # (B, T, nh, hs)
@@ -113,7 +121,8 @@ def forward(key, inp, *, factor=None, mask="given", dim=-1, order="qk", apply="w
     else:
         q, k, v = (_split(t, B, T, nh, hs, split) for t in (q, k, v))
         out = _merge(_core(q, k, v, m, f, dim, order, apply, fill), B, T, nh, hs, merge)
-    return out @ inp["w_proj"].mT + inp["b_proj"]
+    out = out @ inp["w_proj"].mT + inp["b_proj"]
+    return x + out if residual else out  # residual: x added inside the module
 
 
 

@@ -39,10 +39,20 @@ DOT_T_BATCHED = ".T on a batched tensor"
 DOT_T_BATCHED_HINT = "k.T reverses all three dims of (B, T, head_size); use k.transpose(-2, -1) or k.mT."
 
 
+DOUBLE_SOFTMAX = "the softmax applied twice"
+DOUBLE_SOFTMAX_HINT = ("one softmax turns scores into weights; a second treats those weights as scores: the "
+                       "masked positions (weight 0) get exp(0) = 1 again and every row flattens out.")
+
+
+def _named(catalogue, key):
+    """The mistake of a catalogue with this key (its name and hint are shared with another)."""
+    return next(m for m in catalogue if m.key == key)
+
+
 # --- one attention routine with every knob a learner can get wrong ------------------
 
 def _attend(q, k, v, mask=None, *, dim=-1, scale="before", factor=None, mask_mode="fill",
-            transpose="mT"):
+            transpose="mT", twice=False):
     """softmax(q k^T * factor) v with the mistakes switchable; mask True = hidden."""
     head_size = q.shape[-1]
     factor = head_size**-0.5 if factor is None else factor
@@ -55,6 +65,8 @@ def _attend(q, k, v, mask=None, *, dim=-1, scale="before", factor=None, mask_mod
     elif mask is not None and mask_mode == "inverted":
         wei = wei.masked_fill(~mask, float("-inf"))
     wei = torch.softmax(wei, dim=dim)
+    if twice:  # the weights taken for scores: the masked zeros get exp(0) again
+        wei = torch.softmax(wei, dim=dim)
     if mask is not None and mask_mode == "after":
         wei = wei.masked_fill(mask, 0.0)  # (6) not renormalised
     if scale == "after":
@@ -104,6 +116,22 @@ BAG_OF_WORDS = (
 )
 
 
+BAG_OF_WORDS_MATMUL = (  # the same mistakes, said for weights built with tril and one matmul
+    Mistake("leaves_out_self", "the diagonal left out of the weights: token t not in its own average",
+            "tril(..., diagonal=-1) drops the diagonal; keep tril's default diagonal=0, so row t "
+            "weights tokens 0..t.", _bow_leaves_out_self),
+    Mistake("running_sum", "running sums: the tril of ones never divided by its row sums",
+            "divide each row of the lower triangle by its own sum (keepdim=True), so row t holds "
+            "1/(t+1).", lambda x: x.cumsum(1)),
+    Mistake("whole_sequence", "weights without the lower triangle: every token averages the whole "
+            "sequence, future included",
+            "keep only the lower triangle (torch.tril) before normalising: row t weights tokens 0..t.",
+            lambda x: x.mean(1, keepdim=True).expand_as(x)),
+    Mistake("averages_future", "the upper triangle: tokens average the future instead of the past",
+            "torch.tril keeps the past (below the diagonal); torch.triu keeps the future.", _bow_future),
+)
+
+
 def _weights_columns(T):
     wei = torch.tril(torch.ones(T, T, dtype=torch.float64))
     return wei / wei.sum(0, keepdim=True)
@@ -132,19 +160,23 @@ RUNNING_AVERAGE_WEIGHTS = (
 
 # --- 03: masked softmax --------------------------------------------------------------
 
-def _softmax(scores, mask, *, dim=-1, mask_mode="fill", fill=float("-inf"), zero_empty=True):
+def _softmax(scores, mask, *, dim=-1, mask_mode="fill", fill=float("-inf"), zero_empty=True, twice=False):
     wei = scores
     if mask_mode == "fill":
         wei = wei.masked_fill(mask, fill)
     elif mask_mode == "inverted":
         wei = wei.masked_fill(~mask, fill)
     wei = torch.softmax(wei, dim=dim)
+    if twice:
+        wei = torch.softmax(wei.nan_to_num(0.0), dim=dim)
     if mask_mode == "after":
         wei = wei.masked_fill(mask, 0.0)
     return wei.nan_to_num(0.0) if zero_empty else wei
 
 
 MASKED_SOFTMAX = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT,
+            lambda scores, mask: _softmax(scores, mask, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda scores, mask: _softmax(scores, mask, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -173,6 +205,7 @@ def _causal(scores, **kw):
 
 
 CAUSAL_WEIGHTS = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda scores: _causal(scores, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda scores: _causal(scores, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -215,6 +248,7 @@ def _head(x, w_query, w_key, w_value, causal=True, block_size=None, *, values="v
 
 
 HEAD = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda *a: _head(*a, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _head(*a, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -255,6 +289,7 @@ def _sdpa(q, k, v, mask=None, **attend):
 
 
 SCALED_DOT_PRODUCT_ATTENTION = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda *a: _attend(*a, twice=True)),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _sdpa(*a, dim=-2)),
     Mistake("softmax_over_batch", OVER_BATCH, OVER_BATCH_HINT,
@@ -312,6 +347,7 @@ def _mha(x, w_query, w_key, w_value, w_proj, b_proj, causal=True, block_size=Non
 
 
 MULTI_HEAD_ATTENTION = (
+    Mistake("double_softmax", DOUBLE_SOFTMAX, DOUBLE_SOFTMAX_HINT, lambda *a: _mha(*a, twice=True)),
     Mistake("heads_without_transpose", "heads split with view but no transpose",
             "view as (B, T, n_heads, head_size), then swap T and n_heads: view(B, n_heads, T, head_size) "
             "alone mixes time steps and heads.",
@@ -482,6 +518,8 @@ def _gpt(idx, tok, pos, *rest, layout):
         return F.layer_norm(x, (tok.shape[1],), layers[0][0], layers[1][0], eps=1e-5)
     if layout in positions:
         x = x + positions[layout]()
+    elif layout == "multiplied":
+        x = x * pos[:T]
     elif layout not in ("positions_after_blocks", "no_positions"):
         x = x + pos[:T]
     if layout in ("final_norm_first", "final_norm_twice"):
@@ -506,6 +544,9 @@ _POSITIONS_HINT = ("token t sits at position t: add position_embedding of torch.
                    "..., T - 1, on idx's device) to every sequence's token embeddings.")
 
 GPT = (
+    Mistake("embeddings_multiplied", "token and position embeddings multiplied instead of added",
+            "add them: x = token_embedding(idx) + position_embedding(positions); each token's vector "
+            "then carries both what it is and where it is.", lambda *a: _gpt(*a, layout="multiplied")),
     Mistake("positions_after_attention", "positions added after attention",
             "add the position embeddings to the token embeddings before the first block: "
             "attention itself cannot tell positions apart.",
@@ -578,7 +619,7 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
         context = idx[:, -crop:] if isinstance(crop, int) else {  # crop: the length kept
             "end": idx[:, -block_size:], "none": idx, "start": idx[:, :block_size],
             "last": idx[:, -1:], "model": idx[:, -lm.block_size:]}[crop]
-        logits = lm(context)[:, position, :]  # (B, vocab_size)
+        logits = lm(context)[-1] if position == "batch" else lm(context)[:, position, :]  # (B, vocab_size)
         if probs == "softmax":
             p = torch.softmax(logits / temperature, dim=dim)
         elif probs == "twice":  # logits / temperature, then softmax(that / temperature)
@@ -600,6 +641,9 @@ def _generate(model, idx, max_new_tokens, block_size, temperature, seed, *, crop
 
 
 GENERATE = (
+    Mistake("new_tokens_only", "only the new tokens returned, without the prompt",
+            "return the whole sequence, the prompt followed by the new tokens: keep appending to idx "
+            "and return it.", lambda *a: _generate(*a)[:, len(a[1][0]):]),
     Mistake("context_not_cropped", "the context not cropped to block_size",
             "the model has positions for block_size tokens only: give it the last block_size tokens.",
             lambda *a: _generate(*a, crop="none")),
@@ -691,8 +735,11 @@ ONLINE_SOFTMAX = (
             "while the maximum is still -inf, exp(m - m_new) and exp(x_j - m_new) are exp(-inf + inf) = NaN: "
             "subtract 0 instead of m_new where m_new is -inf (torch.where).",
             lambda scores: _online(scores, guard=False)),
-    Mistake("softmax_wrong_dim", MASKED_SOFTMAX[0].name, MASKED_SOFTMAX[0].hint,
+    Mistake("softmax_wrong_dim", _named(MASKED_SOFTMAX, "softmax_wrong_dim").name, _named(MASKED_SOFTMAX, "softmax_wrong_dim").hint,
             lambda scores: _online(scores, dim=-2)),
+    Mistake("streams_wrong_dim", "the loop streams over dim 0 (the batch) instead of a row's scores",
+            "a row is the N scores of one (b, t), along the last dim: the loop runs over the last dim "
+            "(its size is scores.shape[-1]), one score of every row at a time.", lambda scores: _online(scores, dim=0)),
     Mistake("term_old_max", "the new score's term measured against the old maximum",
             "add exp(x_j - m_new), with the maximum after this score, to the rescaled sum: against the old "
             "maximum the term is too large whenever x_j raises it.",
@@ -740,7 +787,8 @@ def _tiled(q, k, v, tile_size, *, skip_future=True, mask="global", tile_max=Fals
                 alpha = torch.exp(m - m_new)
                 p = torch.exp(s - m_new)
                 l = (l * alpha if rescale_sum else l) + p.sum(-1, keepdim=True)
-                acc = (acc * alpha if rescale_out else acc) + p @ v[..., j0:j1, :]
+                acc = (acc / alpha if rescale_out == "inverted" else acc * alpha if rescale_out else acc) \
+                    + p @ v[..., j0:j1, :]
             m = m_new
         out[..., i0:i1, :] = acc / l if normalise else acc
     return out
@@ -762,22 +810,30 @@ TILED_ATTENTION = (
             "a query may see its own key: hide key positions greater than the query's, not "
             "greater or equal (query 0 would see nothing at all).",
             lambda *a: _tiled(*a, mask="diagonal")),
-    Mistake("max_started_at_zero", ONLINE_SOFTMAX[2].name,
+    Mistake("max_started_at_zero", _named(ONLINE_SOFTMAX, "max_started_at_zero").name,
             "start m at -inf: with 0, a query whose scores are all far below 0 gets exp(s - 0) = 0 "
             "for every key and divides 0 by 0.", lambda *a: _tiled(*a, start=0.0)),
     Mistake("tile_local_mask", "the mask built from positions inside the tile",
             "compare whole-sequence positions, query i0 + r against key j0 + c: a key tile before the "
             "diagonal is entirely visible.", lambda *a: _tiled(*a, mask="local")),
-    Mistake("sum_not_rescaled", ONLINE_SOFTMAX[0].name,
+    Mistake("sum_not_rescaled", _named(ONLINE_SOFTMAX, "sum_not_rescaled").name,
             "when a key tile raises the maximum, multiply the running sum l by exp(m - m_new).",
             lambda *a: _tiled(*a, rescale_sum=False)),
     Mistake("output_not_rescaled", "the running output not rescaled when the maximum changes",
             "the accumulated p @ v was computed with the old maximum: multiply it by exp(m - m_new) too.",
             lambda *a: _tiled(*a, rescale_out=False)),
+    Mistake("output_rescale_inverted", "the running output divided by exp(m - m_new) instead of multiplied by it",
+            "when the maximum grows, the old output shrinks: acc = acc * exp(m - m_new) + p @ v; dividing by a "
+            "factor that is 0 at the first tile (m = -inf) gives 0 / 0.",
+            lambda *a: _tiled(*a, rescale_out="inverted")),
+    Mistake("nothing_rescaled", "neither the running sum nor the running output rescaled when the maximum changes",
+            "when a key tile raises the maximum from m to m_new, what l and the output hold was computed "
+            "against m: multiply both by exp(m - m_new) before adding the new tile.",
+            lambda *a: _tiled(*a, rescale_sum=False, rescale_out=False)),
     Mistake("not_normalised", "the output never divided by the running sum",
             "after the last key tile, divide the accumulated output by l.",
             lambda *a: _tiled(*a, normalise=False)),
-    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
+    Mistake("missing_scale", _named(SCALED_DOT_PRODUCT_ATTENTION, "missing_scale").name,
             "multiply each tile of scores by head_size ** -0.5.", lambda *a: _tiled(*a, scale=False)),
     Mistake("diagonal_tile_skipped", "the diagonal key tile skipped",
             "the key tile that holds the query tile's own positions must be visited too (with the causal "
@@ -854,7 +910,7 @@ CACHED_ATTENTION = (
     Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
             "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
             "T, dim 2.", lambda *a: _cache(*a, cat_dim=1)),
-    Mistake("missing_scale", SCALED_DOT_PRODUCT_ATTENTION[3].name,
+    Mistake("missing_scale", _named(SCALED_DOT_PRODUCT_ATTENTION, "missing_scale").name,
             "multiply the scores by head_size ** -0.5, as without a cache.",
             lambda *a: _cache(*a, scale=False)),
     Mistake("scale_by_C", "scores scaled by C ** -0.5, the model's width",
@@ -903,7 +959,7 @@ CACHED_ATTENTION = (
 # --- each exercise's catalogue, by the exercise's key ------------------------------------
 
 BY_EXERCISE = {
-    "bag_of_words_loop": BAG_OF_WORDS, "bag_of_words_matmul": BAG_OF_WORDS,
+    "bag_of_words_loop": BAG_OF_WORDS, "bag_of_words_matmul": BAG_OF_WORDS_MATMUL,
     "running_average_weights": RUNNING_AVERAGE_WEIGHTS, "masked_softmax": MASKED_SOFTMAX,
     "causal_weights": CAUSAL_WEIGHTS, "head": HEAD,
     "scaled_dot_product_attention": SCALED_DOT_PRODUCT_ATTENTION,

@@ -48,6 +48,28 @@ def load_parameters(model, params, hint):
 
 
 def execute(student, call):
+    with _standard_layouts():
+        return _execute(student, call)
+
+
+def _standard_layouts():
+    """A torch function mode under which F.scaled_dot_product_attention returns its output laid
+    out as a fresh (B, n_heads, T, head_size) tensor: its kernels may lay the output out like
+    the queries (a view of (B, T, n_heads, head_size)), and then out.transpose(1, 2).view(...)
+    happens to work. The notebooks teach that a view of a transposed tensor fails; under this
+    mode it does, whichever attention the student calls."""
+    from torch.overrides import TorchFunctionMode
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    class StandardLayouts(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            return out.contiguous() if func is sdpa and isinstance(out, torch.Tensor) else out
+    return StandardLayouts()
+
+
+def _execute(student, call):
     if call["kind"] == "function":
         if call.get("watch"):
             return _watched(student, call["args"], call["watch"])
@@ -137,17 +159,22 @@ def execute_on_meta(student, call):
 def _mixed_devices(found):
     """A dispatch mode that notes the first operation given both a meta tensor and a tensor
     (not a 0-dim scalar) on another device: [op name, shape, device] in found. On a GPU that
-    operation fails; on the meta device some (embedding, indexing) let it through."""
+    operation fails; on the meta device some (embedding, indexing) let it through. A 0-dim
+    tensor on the CPU is moved to the meta device first, as a GPU takes CPU scalars (a fill
+    value kept as torch.tensor(-1e9), say)."""
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+    from torch.utils._pytree import tree_flatten, tree_map
 
     class Mixed(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if not found:
-                ts = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            ts = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            if any(t.device.type == "meta" for t in ts):
+                scalar = lambda t: t.to("meta") if isinstance(t, torch.Tensor) and t.dim() == 0 \
+                    and t.device.type == "cpu" else t
+                args, kwargs = tree_map(scalar, args), tree_map(scalar, kwargs)
                 other = [t for t in ts if t.device.type != "meta" and t.dim() > 0]
-                if other and any(t.device.type == "meta" for t in ts):
+                if other and not found:
                     found.append([func.overloadpacket.__name__, [int(d) for d in other[0].shape],
                                   str(other[0].device)])
             return func(*args, **kwargs)
@@ -417,7 +444,12 @@ def code_facts(obj, call=None):
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
       arguments holds (parameters, buffers, plain tensor attributes, shared submodules).
+
+    With a call {"kind": "meta", "call": ...}: execute_on_meta's plain result for that call
+    instead (how the grading process, whose student runs in a kernel, asks for the probe).
     """
+    if call is not None and call.get("kind") == "meta":  # the meta-device probe, asked for from afar
+        return execute_on_meta(obj, call["call"])
     home = getattr(obj, "__module__", None)
     glob, helpers, held = {}, [], {}
     if not isinstance(obj, type) and not _functions_of(obj):
@@ -741,4 +773,8 @@ def _describe_size(shape, watch):
     if T in shape and tile in shape:
         return "tile_strip", (f"that is a strip of one tile against all T={T} keys. Tile the keys too, "
                               f"combined with a running max and sum: {limit}")
+    rows, keys = shape[-2:] if len(shape) >= 2 else (0, 0)
+    if any(tile < k <= T and 2 <= r <= tile for r, k in ((rows, keys), (keys, rows))):
+        return "tile_strip", (f"that is a strip of one tile of queries against {max(rows, keys)} keys. Tile the "
+                              f"keys too, combined with a running max and sum: {limit}")
     return "too_large", limit

@@ -202,6 +202,7 @@ class GradingExecute(Execute):
         self._own_kept = 0.0
         self._calling = False
         self._plans, self._channel = None, None
+        self._recall = None  # what this notebook's checks said (grader.checks.recall), made with its first check
         self._checks = NotebookChecks()
         self._stopped = None  # why the kernel was stopped (a cell that ignored its interrupt)
         self._stop_error = TIMEOUT_ERROR  # or MEMORY_ERROR
@@ -592,6 +593,9 @@ class GradingExecute(Execute):
                                           host_root=f"/proc/{pid}/root" if pid else "")
         self._test_index, channel = index, self._channel
         forbidden = shortcuts.forbidden(self.config)
+        if self._recall is None:
+            from grader.checks.recall import Recall
+            self._recall = Recall()
         outputs, outcomes = [], []
         for check in checks:
             # a hidden check's seed is decided here, once: the plan's, else a fresh one
@@ -602,7 +606,8 @@ class GradingExecute(Execute):
                 used = self._source.uses(shortcuts.listed(EXERCISES[check.exercise], forbidden), check.student)
                 outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student),
                                    check.focus, hidden=check.hidden, seed=seed,
-                                   device=device, graded=True, config=self.config, source_uses=used)
+                                   device=device, graded=True, config=self.config, source_uses=used,
+                                   recall=self._recall)
             outcomes.append(outcome)
             if outcome.passed:
                 outputs.append(nbformat.v4.new_output("stream", name="stdout", text=outcome.line() + "\n"))

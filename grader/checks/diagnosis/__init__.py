@@ -37,12 +37,12 @@ putting them together (``analyse``); ``pictures`` the smallest failing case.
 """
 from grader.checks.diagnosis.findings import PLAIN, Diagnosis, Finding, Scale, reads  # noqa: F401
 from grader.checks.diagnosis.shapes import (  # noqa: F401
-    name_number, name_shape, sizes, size_numbers)
+    at_indices, name_number, name_shape, sizes, size_numbers)
 from grader.checks.diagnosis.facts import (  # noqa: F401
     device_message, globals_finding, globals_note, mask_buffer_note, module_finding,
     mutation_message, parameter_finding, passing_note, refine, shortcut)
 from grader.checks.diagnosis.baselines import (  # noqa: F401
-    bag_baselines, head_baselines, mha_baselines, no_attention_message,
+    bag_baselines, head_baselines, mha_baselines, mistaken_message, no_attention_message,
     running_weights_baselines, sdpa_baselines, trivial, trivial_message, weights_baselines)
 from grader.checks.diagnosis.variants import (  # noqa: F401
     HEAD_SIZE_SCALE, NO_SCALE, bag_variants, causal_flag_variants, fill_variants, forward,
@@ -50,7 +50,7 @@ from grader.checks.diagnosis.variants import (  # noqa: F401
     optional_mask_variants, running_weights_variants, scale_variants)
 from grader.checks.diagnosis.values import (  # noqa: F401
     averaging_nonfinite_hint, context_length_finding, layout_finding, nonfinite_finding,
-    online_softmax_finding, overflow_finding, ratio_finding, shape_finding,
+    online_softmax_finding, overflow_finding, ratio_finding, shape_finding, slice_finding,
     softmax_sum_finding, unfilled_finding)
 from grader.checks.diagnosis.errors import ERROR_RULES, error_finding  # noqa: F401
 from grader.checks.diagnosis.analysis import analyse  # noqa: F401

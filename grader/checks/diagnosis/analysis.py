@@ -6,7 +6,7 @@ from grader.checks.diagnosis.facts import globals_finding, module_finding
 from grader.checks.diagnosis.findings import Finding
 from grader.checks.diagnosis.shapes import _sizes_text, sizes
 from grader.checks.diagnosis.values import (_fit_scale, _matches, _say_number, layout_finding,
-                                            nonfinite_finding, ratio_finding, shape_finding,
+                                            nonfinite_finding, ratio_finding, shape_finding, slice_finding,
                                             unfilled_finding, unwritten_finding)
 from grader.checks.diagnosis.variants import _variants, forward
 
@@ -23,7 +23,8 @@ def analyse(exercise, inp, *, actual=None, expected=None, close=None, tol=None, 
     if sz is None:
         return None  # an exercise that does not say its sizes gets its plain message
     if error is not None:
-        return error_finding(error[0], error[1], sz, facts, hooks)
+        return error_finding(error[0], error[1], sz, facts, hooks, names=names,
+                             none_inputs=[k for k, v in inp.items() if v is None])
     finding = module_finding(facts) if (facts or {}).get("module", {}).get("shared_modules") else None
     if finding:
         return finding
@@ -38,7 +39,7 @@ def analyse(exercise, inp, *, actual=None, expected=None, close=None, tol=None, 
     if hooks.analysis:
         return hooks.analysis(inp, actual, expected)
     if expected is not None and actual.shape != expected.shape:
-        return shape_finding(actual.shape, expected, names, sz)
+        return slice_finding(actual, expected, close, names) or shape_finding(actual.shape, expected, names, sz, hooks)
     if hooks.first_finding and expected is not None:
         finding = hooks.first_finding(inp, actual, expected, close)
         if finding:
@@ -65,13 +66,13 @@ def analyse(exercise, inp, *, actual=None, expected=None, close=None, tol=None, 
         return Finding("not_assigned", f"the result of {thrown[0]}(...) is thrown away",
                        f"{thrown[0]} returns a new tensor and leaves its input as it was: assign it "
                        f"(wei = wei.{thrown[0]}(...)).")
-    if "//" in (facts or {}).get("operators", ()):
-        return Finding("floor_division", "floor division //",
-                       "a // b rounds down to a whole number; divide with / for averages.")
-    if hooks.scale:
+    if hooks.scale:  # a scale that explains the output says more than the operators used
         f = _fit_scale(key, inp, actual, close)
         if f is not None:
             want = hooks.scale.fitted
             return Finding("scale", f"scores scaled by {_say_number(f, sz)}",
                            f"use {want}, computed from the inputs; here {_sizes_text(sz, ('T', 'C', 'head_size', 'n_heads'))}.")
+    if "//" in (facts or {}).get("operators", ()):
+        return Finding("floor_division", "floor division //",
+                       "a // b rounds down to a whole number; divide with / for averages.")
     return None

@@ -94,10 +94,18 @@ def trivial(exercise, inp, actual, close):
 
 
 def no_attention_message(exercise, description):
-    return (f"your output {description}: an answer that does no attention earns no points "
-            f"here.\n  The task: {exercise.diagnosis.task}.")
+    """What a check says of an output that shows no attention where no mistake explains it."""
+    return (f"your output {description}, so as it stands it computes no attention and no check "
+            f"can give it points.\n  The task: {exercise.diagnosis.task}.")
 
 
 def trivial_message(exercise, description):
-    return (f"your output equals {description}: an answer that skips the exercise earns no "
-            f"points here.\n  The task: {exercise.diagnosis.task}.")
+    """What a check says of an output equal to a trivial baseline no mistake explains."""
+    return (f"your output equals {description}: the exercise's computation is not there yet, so "
+            f"no check can give it points.\n  The task: {exercise.diagnosis.task}.")
+
+
+def mistaken_message(description, equals=True):
+    """The first line for an output that shows no attention (or equals a baseline) because of a
+    mistake that the line after it names: no word of a skipped exercise."""
+    return f"your output {'equals ' if equals else ''}{description}."

@@ -2,7 +2,7 @@
 import re
 from dataclasses import dataclass
 
-from grader.checks.diagnosis.facts import _attrs, globals_finding
+from grader.checks.diagnosis.facts import _attrs, _how, globals_finding
 from grader.checks.diagnosis.findings import PLAIN, Diagnosis, Finding
 from grader.checks.diagnosis.shapes import _sizes_text, name_number, size_numbers
 
@@ -12,16 +12,60 @@ REDUCTIONS = {"sum", "mean", "amax", "max", "logsumexp", "norm", "count_nonzero"
 
 @dataclass
 class _ErrorContext:
-    """What an error rule sees besides its match: the error's type, the check's sizes and
-    facts about the student's code."""
+    """What an error rule sees besides its match: the error's type, the check's sizes, facts
+    about the student's code, the names of the output's dims and the check's inputs that
+    are None."""
     type_name: str
     sz: dict
     facts: object
     hooks: Diagnosis = PLAIN
+    names: tuple = ()
+    none_inputs: tuple = ()
 
     def nm(self, n):
         """n, with the size it equals when it equals exactly one ("7 = T")."""
         return f"{n} = {name_number(n, self.sz)}" if name_number(n, self.sz) else str(n)
+
+    def size(self, n):
+        """The one size of the check that is n (not a product of sizes), or None."""
+        named = [k for k, v in self.sz.items() if v == n]
+        return named[0] if len(named) == 1 else None
+
+    def how(self, name):
+        """How the exercise's code reads the size called name ("T = x.shape[1]")."""
+        return _how(self.hooks, name)
+
+
+def _size_mixup(a, b, ctx, prefer=("T",)):
+    """Two numbers that had to agree: one of them a size of the inputs, the other no size at all
+    (a size written as a number) or the size of another axis of the same input (a size read
+    from the wrong dim). The size in prefer is taken as the right one where both are sizes.
+    Only where the student writes the whole computation (no given code, whose tiles and
+    crops make numbers of their own)."""
+    if ctx.hooks.given_code:
+        return None
+    sa, sb = ctx.size(a), ctx.size(b)
+    if (sa is None) == (sb is None):
+        if sa is None or sa == sb:
+            return None
+        right = next((s for s in prefer if s in (sa, sb)), None)
+        if right is None or not {sa, sb} <= set(ctx.hooks.reads):  # both read off the same input
+            return None
+        wrong = sb if right == sa else sa
+        have = b if right == sa else a
+        want = a if right == sa else b
+        return Finding("size_from_wrong_dim", f"{wrong} = {have} where {right} = {want} belongs",
+                       f"{right} read from the wrong dim (the one that holds {wrong}): {ctx.how(right)}.")
+    right, want, have = (sa, a, b) if sa else (sb, b, a)
+    if name_number(have, ctx.sz) or have <= 1:
+        return None  # a product of sizes, or 1: no hard-coded size
+    return Finding("hard_coded_size", f"{have} where {right} = {want} belongs: {have} is none of this check's sizes",
+                   f"a size written as a number (or taken from elsewhere) fits one input only: {ctx.how(right)}.")
+
+
+def _last_two(ctx):
+    """The sizes of the output's last two dims, by name, where they are named."""
+    return tuple(ctx.names[-2:]) if len(ctx.names) >= 2 else ()
 
 
 def _broadcast(m, ctx):
@@ -34,11 +78,21 @@ def _broadcast(m, ctx):
         hint = ("one tensor has T where the other has B: a (T, C) tensor lines up with (B, T, C) "
                 "from the right as it is; an unsqueeze, view or transpose that puts T in front of "
                 "another dim breaks that")
+    elif len(_last_two(ctx)) == 2 and {ctx.size(a), ctx.size(b)} == set(_last_two(ctx)) \
+            and d == len(ctx.names) - 1 and "unsqueeze" not in _attrs(ctx.facts):
+        first, last = _last_two(ctx)
+        return Finding("missing_unsqueeze", f"a tensor without its last dim: its {first} lines up against "
+                       f"the {last} of a ({', '.join(ctx.names)}) tensor",
+                       f"tensors line up from the right: give it a size-1 last dim (.unsqueeze(-1), or "
+                       f"keepdim=True on the reduction that made it), shape (..., {first}, 1).")
     elif d == 0:
         hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
     else:
-        hint = ("one of the two was built from the wrong size (T = x.shape[1], not shape[0] or "
-                "[-1]), or lacks a dim ((T, 1) for a (T,) vector, keepdim=True after a sum)")
+        found = _size_mixup(a, b, ctx)
+        if found:
+            return found
+        hint = ("one of the two was built with another size, or lacks a dim ((T, 1) for a (T,) "
+                "vector, keepdim=True after a sum): follow each tensor's shape")
     return Finding("broadcast", f"shapes do not line up: {ctx.nm(a)} meets {ctx.nm(b)} (dimension {d})", hint + ".")
 
 
@@ -52,9 +106,12 @@ def _expanded(m, ctx):
 def _matmul(m, ctx):
     a, b, c, d = map(int, m.groups())
     labels = " ".join(name_number(n, ctx.sz) or "" for n in (a, b, c, d))
-    if re.search(r"n_heads\u00b7T|T\u00b7n_heads", labels):
-        return Finding("cat_dim", "the heads stacked along time instead of along the features",
-                       "concatenate the heads' outputs on the last dim: torch.cat(outs, dim=-1).")
+    rows = set((name_number(a, ctx.sz) or "").split("\u00b7"))
+    one_head = ctx.size(b) == "head_size" and "n_heads" in ctx.sz and c == ctx.sz["n_heads"] * ctx.sz["head_size"]
+    if {"n_heads", "T"} <= rows or one_head:  # one head's features where all heads' belong
+        return Finding("cat_dim", "the heads joined along the batch or the time dim instead of the features",
+                       "torch.cat(outs, dim=0) stacks them along the batch, dim=1 along time; each token's "
+                       "heads belong side by side in its features, the last dim: torch.cat(outs, dim=-1).")
     if d == b:
         hint = "the second matrix looks transposed: nn.Linear keeps its weight as (out, in); call the layer, or use W.T"
     elif c > 1 and a % c == 0 and a != c:
@@ -67,6 +124,9 @@ def _matmul(m, ctx):
 
 def _batched_matmul(m, ctx):
     a, b, c, d = map(int, m.groups())
+    found = _size_mixup(b, d, ctx)
+    if found:
+        return found
     return Finding("matmul_sizes", f"a batched matmul whose first operand has {ctx.nm(b)} columns "
                    f"while the second has {ctx.nm(d)} rows",
                    "the inner sizes must agree: a size read from the wrong dim, or an operand "
@@ -146,6 +206,15 @@ def _tensor_truth(m, ctx):
     return Finding("tensor_truth", "a tensor used as a True/False condition", hint)
 
 
+def _none_used(m, ctx):
+    if not ctx.none_inputs:
+        return None
+    name = ctx.none_inputs[0]
+    return Finding("none_used", f"{name} used while it is None",
+                   f"{name} is optional and this call passes None: use it only when it is given "
+                   f"(if {name} is not None: ...).")
+
+
 def _fixed(key, name, hint):
     return lambda m, ctx: Finding(key, name, hint)
 
@@ -153,6 +222,7 @@ def _fixed(key, name, hint):
 # (pattern searched in the error's message, rule(match, context) -> Finding or None), in
 # order: the first rule whose pattern matches and which returns a Finding names the error.
 ERROR_RULES = (
+    (r"NoneType", _none_used),
     (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
      r"non-singleton dimension (\d+)", _broadcast),
     (r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
@@ -171,6 +241,10 @@ ERROR_RULES = (
     (r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", _dim_range),
     (r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
      r"\(expected (\d+)", _unpack),
+    (r"Tensor must have a last dimension of size 2",  # torch.view_as_complex on unpaired numbers
+     _fixed("complex_unpaired", "torch.view_as_complex given a tensor whose last dim is not a pair",
+            "view_as_complex reads each complex number from a last dim of size 2 (real, imaginary): "
+            "view the head_size numbers as head_size // 2 pairs first.")),
     (r"(?s)(?=.*masked_fill)(?=.*bool)",
      _fixed("mask_dtype", "a mask that is not boolean", "masked_fill needs a bool mask: use tril == 0, or .bool().")),
     (r"same dtype|expected scalar type|dtype", _dtype),
@@ -181,13 +255,18 @@ ERROR_RULES = (
 )
 
 
-def error_finding(type_name, message, sz, facts=None, hooks=PLAIN):
-    """A Finding for an error the student's code raised, from the sizes in its message."""
+def error_finding(type_name, message, sz, facts=None, hooks=PLAIN, names=(), none_inputs=()):
+    """A Finding for an error the student's code raised, from the sizes in its message.
+    names: the output's dims by name; none_inputs: the check's inputs that are None."""
     numbers = [int(n) for n in re.findall(r"(?<![\w.])\d+(?![\w.])", message)]
     found = globals_finding(facts, sz, error_numbers=set(numbers), hooks=hooks)
     if found:
         return found
-    ctx = _ErrorContext(type_name, sz, facts, hooks)
+    ctx = _ErrorContext(type_name, sz, facts, hooks, tuple(names or ()), tuple(none_inputs))
+    if hooks.error_finding:
+        found = hooks.error_finding(size_numbers(message) or numbers, sz, message)
+        if found:
+            return found
     for pattern, rule in ERROR_RULES:
         m = re.search(pattern, message)
         found = rule(m, ctx) if m else None

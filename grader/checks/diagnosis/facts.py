@@ -22,7 +22,8 @@ def _attrs(facts):
 def _how(hooks, name):
     """How to read a size from the inputs of this exercise."""
     if name in hooks.reads:
-        return f"{name} = {hooks.reads[name]}"
+        read = hooks.reads[name]
+        return f"use the argument {name}" if read == name else f"{name} = {read}"
     if name in ("n_heads", "block_size", "head_size"):
         return f"keep {name} from __init__ (self.{name} = {name})"
     return "compute every size from the inputs' shapes"

@@ -37,6 +37,7 @@ class Diagnosis:
     running_max: bool = False  # a running maximum (online softmax, tiles): its own findings
     given_code: bool = False  # 07 and 08: the student's part sits in given code, with no mask argument
     passing_note: Optional[Callable] = None  # fn(inputs, facts) -> a note for a passing check, or None
+    error_finding: Optional[Callable] = None  # fn(sizes in an error, sizes, its message) -> Finding or None, before the rules
 
 
 PLAIN = Diagnosis()
@@ -44,6 +45,6 @@ PLAIN = Diagnosis()
 
 def reads(first, **dims):
     """Diagnosis.reads for sizes read off the input called first: B from dim 0, T from
-    dim 1, C from the last, unless dims says otherwise (T="-2")."""
+    dim 1, C from the last, unless dims says otherwise (T="-2"; C=None: not read from it)."""
     dims = {"B": "0", "T": "1", "C": "-1", **dims}
-    return {name: f"{first}.shape[{d}]" for name, d in dims.items()}
+    return {name: f"{first}.shape[{d}]" for name, d in dims.items() if d is not None}

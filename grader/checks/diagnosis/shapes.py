@@ -49,6 +49,30 @@ def name_shape(shape, sz):
     return "(" + ", ".join(n[0] for n in names) + ")"
 
 
+# What one index along a dim is called, by the dim's name: "at positions t = 0, 1, 2"
+INDEX_WORDS = {"T": ("position", "t"), "B": ("sequence", "b"), "C": ("channel", "c"),
+               "N": ("score", "j"), "n_heads": ("head", "h"), "head_size": ("feature", "d"),
+               "vocab_size": ("token id", "v")}
+
+
+def index_word(name):
+    """(word, letter) for one index along the dim called name: ("position", "t") for T."""
+    return INDEX_WORDS.get(name, (f"index along {name}", "i"))
+
+
+def at_indices(name, indices):
+    """Indices along the dim called name, said as indices, never as the dim's size:
+    "position t = 3", "positions t = 36..40" (indices: an int, a list of ints, or a "36..40" span)."""
+    if isinstance(indices, int):
+        indices = [indices]
+    text = indices if isinstance(indices, str) else ", ".join(map(str, indices))
+    many = isinstance(indices, str) or len(indices) > 1
+    if name not in INDEX_WORDS:
+        return f"{name}, {'indices' if many else 'index'} {text}"
+    word, letter = INDEX_WORDS[name]
+    return f"{word}{'s' if many else ''} {letter} = {text}"
+
+
 def _sizes_text(sz, only=None):
     return ", ".join(f"{k} = {v}" for k, v in sz.items() if only is None or k in only)
 

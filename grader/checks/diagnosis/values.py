@@ -6,8 +6,9 @@ import math
 import torch
 
 from grader.checks import registry
+from grader.checks.diagnosis.facts import _how
 from grader.checks.diagnosis.findings import PLAIN, Finding
-from grader.checks.diagnosis.shapes import name_number, name_shape
+from grader.checks.diagnosis.shapes import at_indices, index_word, name_number, name_shape
 from grader.checks.diagnosis.variants import MERGE_HINT, _factor_candidates, forward
 
 
@@ -41,17 +42,23 @@ def _fit_scale(key, inp, actual, close):
 
 
 def _say_number(f, sz=None):
-    """0.25 -> '1/sqrt(16)'; 1/sqrt(10) with head_size = 5 -> '1/sqrt(10 = 2·head_size)'; 0.3 -> '0.3'."""
-    def said(n):
+    """0.25 -> '1/sqrt(16)'; 1/sqrt(10) with head_size = 5 -> '1/sqrt(10 = 2·head_size)';
+    1/2 with head_size = 5 -> '1/(2 = head_size // 2)'; 0.3 -> '0.3'."""
+    def name(n):
         if not sz:
-            return str(n)
-        name = name_number(n, sz) or (f"2\u00b7{name_number(n // 2, sz)}" if n % 2 == 0 and name_number(n // 2, sz) else None)
-        return f"{n} = {name}" if name else str(n)
+            return None
+        halves = [k for k, v in sz.items() if v // 2 == n and v > 3]
+        return name_number(n, sz) or (f"2\u00b7{name_number(n // 2, sz)}" if n % 2 == 0 and name_number(n // 2, sz)
+                                      else f"{halves[0]} // 2" if len(halves) == 1 else None)
     inv = 1 / f
+    forms = []  # (a whole number n, how 1/f is said with it), the square root first
     if abs(inv**2 - round(inv**2)) < 1e-3 * inv**2 and round(inv**2) > 1:
-        return f"1/sqrt({said(round(inv ** 2))})"
+        forms.append((round(inv ** 2), lambda n, said: f"1/sqrt({said})"))
     if abs(inv - round(inv)) < 1e-3 * inv and round(inv) > 1:
-        return f"1/{said(round(inv))}"
+        forms.append((round(inv), lambda n, said: f"1/({said})" if said != str(n) else f"1/{n}"))
+    rank = lambda form: (name(form[0]) is None, "\u00b7" in (name(form[0]) or ""))  # one size's name first
+    for n, say in sorted(forms, key=rank):
+        return say(n, f"{n} = {name(n)}" if name(n) else str(n))
     return f"{f:.4g}"
 
 
@@ -105,7 +112,8 @@ def unfilled_finding(actual, expected, close, names):
         if close(actual.index_select(d, idx), expected.index_select(d, idx)):
             name = names[d] if names and d < len(names) else f"dim {d}"
             where = ", ".join(map(str, zero[:4])) + (", ..." if len(zero) > 4 else "")
-            return Finding("unfilled", f"right everywhere except {name} = {where}, left at 0",
+            where = at_indices(name, zero[0] if len(zero) == 1 else where)
+            return Finding("unfilled", f"right everywhere except {where}, left at 0",
                            "those were never written: a loop that stops early (range(T - 1)?) "
                            "or a return inside the loop.")
     return None
@@ -124,11 +132,11 @@ def unwritten_finding(actual, expected, close, names):
             continue
         if close(actual.narrow(d, 0, wrong[0]), expected.narrow(d, 0, wrong[0])):
             name = names[d] if names and d < len(names) else f"dim {d}"
-            span = f"{name} = {n - 1}" if wrong[0] == n - 1 else f"{name} = {wrong[0]}..{n - 1}"
+            span = at_indices(name, n - 1 if wrong[0] == n - 1 else f"{wrong[0]}..{n - 1}")
             return Finding("unwritten", f"right everywhere except {span}, which hold NaN/inf and "
                            "other values nothing computed",
                            f"those entries were never written: torch.empty leaves whatever the memory "
-                           f"held; make sure your loops fill every position, up to {name} = {n - 1}.")
+                           f"held; make sure your loops fill every one, up to {at_indices(name, n - 1)}.")
     return None
 
 
@@ -174,9 +182,10 @@ def ratio_finding(actual, expected, close, tol, names, sz):
             for i in range(min(3, moved.shape[0])):
                 row = moved[i][sup[i]]
                 factors.append(f"{float(row.mean()):.3g}" if row.numel() else "?")
+            word, letter = index_word(name)
             return Finding("factor_along_dim", f"values right up to a factor that changes along {name}",
-                           f"at {name} = 0, 1, 2 yours are {', '.join(factors)} times the expected ones: "
-                           f"the count or sum you divide by is wrong for each {name}.")
+                           f"at {word}s {letter} = 0, 1, 2 yours are {', '.join(factors)} times the expected "
+                           f"ones: the count or sum you divide by is wrong for each {word}.")
     return None
 
 
@@ -210,14 +219,15 @@ def nonfinite_finding(actual, names, hooks=PLAIN):
                         "diagonal (key >= query) leaves it nothing to attend to; hide only key > query")
             else:
                 hint = "a division by zero (or a row with nothing to attend to) there"
-            return Finding("nonfinite_at", f"the NaN/inf values all sit at {name} = {i}", hint + ".")
+            word, letter = index_word(name)
+            return Finding("nonfinite_at", f"the NaN/inf values all sit at {word} {letter} = {i}", hint + ".")
     return None
 
 
 def averaging_nonfinite_hint(i):
     """Diagnosis.nonfinite_hint of the averages (01, 02): NaN/inf at index i of one dim."""
-    return ("a division by zero at the first position (a count of t instead of t + 1?)"
-            if i == 0 else "a division by zero (or a row with nothing to average) there")
+    return ("an average of nothing at the first position: a slice that is empty at t = 0, or a count "
+            "of t instead of t + 1" if i == 0 else "a division by zero (or a row with nothing to average) there")
 
 
 def online_softmax_finding(inp, actual, expected, close):
@@ -234,6 +244,11 @@ def softmax_sum_finding(actual, expected, scores, close):
     if close(sums, torch.ones_like(sums)) and close(actual, expected):
         return None
     lo, hi = float(sums.min()), float(sums.max())
+    top = scores.amax(-1, keepdim=True)
+    l_true = torch.exp(scores - top).sum(-1, keepdim=True)  # the right running sum
+    if close(sums, l_true):
+        return Finding("never_divided", "each row is exp(x - m), never divided by the running sum l",
+                       "after the loop, divide by l: the exps over their sum are the probabilities.")
     if bool((sums >= 1).all()):
         return Finding("scores_skipped", f"each row is the softmax times {lo:.4g} to {hi:.4g}: the running "
                        "sum misses some scores",
@@ -241,8 +256,6 @@ def softmax_sum_finding(actual, expected, scores, close):
                        "to l, the first (index 0) to the last (N - 1).")
     if not bool((sums < 1).all()):
         return None
-    top = scores.amax(-1, keepdim=True)
-    l_true = torch.exp(scores - top).sum(-1, keepdim=True)  # the right running sum
     eps = l_true * (1 / sums - 1)  # what was added to it
     if float(eps.max() - eps.min()) <= 1e-3 * float(eps.max()):
         return Finding("sum_epsilon", f"a constant {float(eps.mean()):.2g} added to the running sum before dividing",
@@ -290,10 +303,36 @@ def context_length_finding(inp, actual, expected):
     return None
 
 
-def shape_finding(shape, expected, names, sz):
+def slice_finding(actual, expected, close, names):
+    """An output that is one slice of the expected one: the last (or first) position only."""
+    if actual.dim() + 1 != expected.dim() or not names:
+        return None
+    for d in range(1, expected.dim() - 1):  # a dim in the middle (T of (B, T, vocab_size))
+        if expected.select(d, 0).shape != actual.shape:
+            continue
+        for i, which in ((-1, "last"), (0, "first")):
+            if close(actual, expected.select(d, i)):
+                word = index_word(names[d] if d < len(names) else f"dim {d}")[0]
+                shown = ", ".join(n for j, n in enumerate(names) if j != d)
+                return Finding(f"{which}_position_only", f"only the {which} {word}'s output, ({shown})",
+                               f"return the output of every {word}, ({', '.join(names)}); picking one "
+                               f"(as generate does with [:, -1, :]) is the caller's job.")
+    return None
+
+
+def shape_finding(shape, expected, names, sz, hooks=PLAIN):
     """Why the output has this shape, said in the sizes."""
     named = name_shape(shape, sz)
     want = name_shape(expected.shape, sz)
+    if want is not None and named is None and len(shape) == expected.dim():
+        odd = [(int(have), n, int(w)) for have, n, w in zip(shape, want.strip("()").split(", "), expected.shape)
+               if int(have) != int(w)]
+        if odd and all(name_number(h, sz) is None and h > 1 for h, _, _ in odd):
+            have, n, w = odd[0]
+            return Finding("hard_coded_size", f"the output has {have} where {n} = {w} belongs: {have} is "
+                           "none of this check's sizes",
+                           f"a size written as a number (or taken from elsewhere) fits one input only: "
+                           f"{_how(hooks, n)}.")
     if named is None or want is None:
         return None
     parts = named.strip("()").split(", ")

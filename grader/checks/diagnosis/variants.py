@@ -131,7 +131,7 @@ def heads_layout_variants(d, inp, sz):
                 continue  # the catalogue's heads_without_transpose
             if split == right and merge == ("nh", "T", "hs"):
                 f = Finding("merge_without_transpose", "heads merged without transposing back",
-                            f"(B, n_heads, T, head_size).reshape(B, T, -1) mixes time steps and heads; use {MERGE_HINT}.")
+                            f"(B, n_heads, T, head_size).reshape(B, T, -1) mixes time steps and heads: {MERGE_HINT}.")
             elif split == right:
                 f = Finding("merge_order", f"heads merged as {ORDER_NAMES[merge]} before the reshape",
                             f"concatenate head by head: torch.cat(outs, dim=-1), or {MERGE_HINT}.")
@@ -140,12 +140,20 @@ def heads_layout_variants(d, inp, sz):
             else:
                 f = Finding("split_merge_order",
                             f"heads split as {ORDER_NAMES[split]} and merged as {ORDER_NAMES[merge]}",
-                            f"split with {SPLIT_HINT}; merge with {MERGE_HINT}.")
+                            f"split with {SPLIT_HINT}; to merge, {MERGE_HINT}.")
             yield f, dict(split=split, merge=merge)
     for merge in (("T", "nh", "hs"), ("nh", "T", "hs")):
         yield (Finding("heads_over_time", "attention across the heads instead of across time",
                        "after view(B, T, n_heads, head_size), transpose(1, 2) so the softmax runs over T."),
                dict(heads_over_time=True, merge=merge))
+    for factor in (sz["head_size"] ** -0.5, (sz["n_heads"] * sz["head_size"]) ** -0.5):
+        yield (Finding("heads_not_split", "q, k and v never split into heads: one attention over all "
+                       "n_heads·head_size features",
+                       f"split them with {SPLIT_HINT}, so that each head attends on its own."),
+               dict(split=None, factor=factor))
+    yield (Finding("residual_inside", "x added to the attention's output: a residual inside the module",
+                   "return the projection alone; the residual connection (x + ...) belongs to the block "
+                   "around the attention (notebook 07)."), dict(residual=True))
 
 
 def _averaging_variants(use):
@@ -172,6 +180,12 @@ def bag_variants(d, inp, sz):
     yield (Finding("batch_flattened", "the batch flattened into one long sequence",
                    "each sequence is averaged on its own: a (T, T) weight matrix times the "
                    "(B, T, C) batch, no reshape."), dict(along="flat"))
+    yield (Finding("mean_over_channels", "the mean taken over the channels too: one number per token",
+                   "average over the tokens only, keeping the C channels apart: .mean(0) of the slice "
+                   "x[b, :t+1] (a .mean() with no dim averages everything)."), dict(along="all"))
+    yield (Finding("carried_across_batch", "state carried from one sequence into the next",
+                   "start each sequence's running sum (and count) afresh, inside the loop over the batch."),
+           dict(along="carried"))
     for along, name in ((0, "B"), (2, "C")):
         yield (Finding("wrong_dim", f"the running mean taken along {name} instead of T",
                        f"average over the tokens (dim 1, T) of each sequence, not over {name}."),

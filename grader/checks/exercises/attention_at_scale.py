@@ -1,9 +1,11 @@
 """08: online softmax, tiled attention, key/value cache."""
+import re
+
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.exercises.common import (ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, ROWS_SUM_TO_ONE,
                                             X_READS, batch_independent, bump, causal, changes_with,
                                             noise_like, randn)
@@ -124,7 +126,8 @@ def _call_cache(inputs):
                        "proj.bias": inputs["b_proj"]},
             "param_hint": "the given __init__: query, key, value, linear layers from C to "
                           "n_heads * head_size features without bias; proj, from n_heads * head_size "
-                          "back to C"}
+                          "back to C",
+            "eval": True}  # evaluation mode: a dropout the student adds is off
 
 
 def _reads_the_cache(ctx):
@@ -160,6 +163,26 @@ def _cache_sizes(inputs):
             "block_size": int(inputs["block_size"]), "prompt": int(inputs["chunks"][0])}
 
 
+def _cache_error(numbers, sz, message):
+    """An error whose sizes hold block_size and a length past it: the cache outgrew block_size
+    (a mask or a position table of block_size no longer fits it). Or an index past the end of a
+    dim of block_size: a cache of block_size slots, full, written at a pointer never moved back."""
+    block_size = sz["block_size"]
+    grown = sorted(n for n in set(numbers) if block_size < n <= sz["T"])
+    if block_size in numbers and grown:
+        return diagnosis.Finding("cache_not_cropped", f"the cache grew to {grown[0]} entries, past block_size = {block_size}",
+                                 "after appending, keep only the last block_size entries: the model attends "
+                                 "to at most block_size tokens.")
+    past = re.search(r"index (\d+) is out of bounds for dimension \d+ with size (\d+)", message)
+    if past and int(past.group(2)) == block_size and int(past.group(1)) >= block_size:
+        return diagnosis.Finding("cache_not_cropped", f"index {int(past.group(1))} written past the end of a cache of "
+                                 f"block_size = {block_size} slots: a full cache is never cropped",
+                                 "once the cache holds block_size entries, drop the oldest for each new one "
+                                 "(shift the entries left, or append and keep the last block_size): the "
+                                 "model attends to at most block_size tokens.")
+    return None
+
+
 def _crop_cache(inputs, L):
     prompt = min(inputs["chunks"][0], L)
     return {**inputs, "x": inputs["x"][:, :L], "chunks": [prompt] + [1] * (L - prompt)}
@@ -174,7 +197,7 @@ NEVER_FULL_MATRIX = Invariant("never_full_matrix", _never_full_matrix)
 SKIPS_FUTURE_TILES = Invariant("skips_future_tiles", _skips_future_tiles)
 
 
-TILED_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
+TILED_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key", batch_keys=["q", "k", "v"])
 
 
 TILED_BATCH = batch_independent(["q", "k", "v"])
@@ -197,7 +220,8 @@ EXERCISES["online_softmax"] = Exercise(
     },
     attends=changes_with(["scores"], "the scores"), shortcuts=("torch.softmax", "F.softmax", "torch.logsumexp"),
     diagnosis=Diagnosis(
-        sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]}, reads=X_READS,
+        sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]},
+        reads=diagnosis.reads("scores", N="-1"),
         given_code=True, running_max=True,
         task="one pass with a running maximum and a running sum, then normalise",
         first_finding=diagnosis.online_softmax_finding))
@@ -219,7 +243,7 @@ EXERCISES["tiled_attention"] = Exercise(
     },
     attends=changes_with(["q", "k"], "q and k"), shortcuts=("F.scaled_dot_product_attention",),
     diagnosis=Diagnosis(
-        sizes=_tiled_sizes, crop=_crop_tiled, reads=X_READS, given_code=True, running_max=True,
+        sizes=_tiled_sizes, crop=_crop_tiled, reads=diagnosis.reads("q", n_heads="1", T="-2", head_size="-1"), given_code=True, running_max=True,
         task="causal attention, one tile of queries against one tile of keys at a time"))
 
 
@@ -239,5 +263,5 @@ EXERCISES["cached_attention"] = Exercise(
     },
     attends=_reads_the_cache, shortcuts=ATTENTION_SHORTCUTS,
     diagnosis=Diagnosis(
-        sizes=_cache_sizes, crop=_crop_cache, reads=X_READS, given_code=True,
+        sizes=_cache_sizes, crop=_crop_cache, reads=X_READS, given_code=True, error_finding=_cache_error,
         task="append the new keys and values to the cache, then attend over it"))

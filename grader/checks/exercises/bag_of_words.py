@@ -2,8 +2,8 @@
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.exercises.common import (FOLLOWS_INPUTS, X_READS, batch_independent,
                                             call_function, causal, crop_x, randn)
 
@@ -36,7 +36,7 @@ def _bag_diagnosis(task):
 
 
 def bag_exercise(name, task, shortcuts):
-    x_causal = causal(["x"], in_dim=1, out_dim=1)
+    x_causal = causal(["x"], in_dim=1, out_dim=1, batch_keys=["x"])
     x_batch = batch_independent(["x"])
     return Exercise(
         name=name, call=call_function("x"), reference=registry.reference("bag_of_words"), draw=_draw_bag,

@@ -2,8 +2,9 @@
 import torch
 
 from grader.checks import diagnosis
-from grader.checks.core import Invariant, to_device
-from grader.checks.core import tolerance as _tolerance
+from grader.checks.devices import to_device
+from grader.checks.devices import tolerance as _tolerance
+from grader.checks.exercise import Invariant
 
 
 def core_tolerance(inputs):
@@ -28,8 +29,10 @@ def first_change(a, b, dim, tol):
     return None
 
 
-def causal(keys, in_dim, out_dim, what="token"):
-    """Changing the inputs after position t must leave outputs 0..t unchanged."""
+def causal(keys, in_dim, out_dim, what="token", batch_keys=None):
+    """Changing the inputs after position t must leave outputs 0..t unchanged. Where the
+    inputs have a batch (batch_keys), an output that changes because one sequence reads
+    another is said to be that, not a look at the future."""
     def fn(ctx):
         T = ctx.out.shape[out_dim]
         t = (T - 1) // 2
@@ -43,6 +46,10 @@ def causal(keys, in_dim, out_dim, what="token"):
         out = ctx.run(new)
         before, after = ctx.out.narrow(out_dim, 0, t + 1), out.narrow(out_dim, 0, t + 1)
         if not ctx.close(before, after):
+            if batch_keys and ctx.close(before[:1], after[:1]):  # sequence 0 keeps to its past
+                mixed = _batch_mixing(ctx, batch_keys)
+                if mixed:
+                    return mixed
             i = first_change(before, after, out_dim, ctx.tol)
             return (f"not causal: changing {what}s {t + 1}..{T - 1} changed the output at "
                     f"position {i}.\n  Position {i} may only use {what}s 0..{i}.")
@@ -51,17 +58,36 @@ def causal(keys, in_dim, out_dim, what="token"):
 
 def batch_independent(keys):
     """Changing batch element 0 must leave the other batch elements unchanged."""
-    def fn(ctx):
-        new = dict(ctx.inputs)
-        for key in keys:
-            x = ctx.inputs[key].clone()
-            x[0] += 3 * noise_like(x[0])
-            new[key] = x
-        out = ctx.run(new)
-        if not ctx.close(ctx.out[1:], out[1:]):
-            return ("batch elements are not independent: changing sequence 0 changed the "
-                    "others.\n  Mix information along T only, never along the batch dim B.")
-    return Invariant("batch_independent", fn)
+    return Invariant("batch_independent", lambda ctx: _batch_mixing(ctx, keys))
+
+
+def _batch_mixing(ctx, keys):
+    """None when changing batch element 0 leaves the others unchanged; else what it shows:
+    state carried from one sequence into the next (sequence 0 right, the later ones not), or
+    information mixed along the batch."""
+    new = dict(ctx.inputs)
+    for key in keys:
+        x = ctx.inputs[key].clone()
+        x[0] += 3 * noise_like(x[0])
+        new[key] = x
+    out = ctx.run(new)
+    if ctx.close(ctx.out[1:], out[1:]):
+        return None
+    again = ctx.run(ctx.inputs)
+    if not ctx.close(again, ctx.out):  # it changes on the same inputs too: no sign of mixing
+        from grader.checks.stages import unwritten
+        return unwritten(ctx.exercise, ctx, again) or \
+            "your output changes from call to call on the same inputs (random weights, or entries never written?)"
+    try:
+        carried = ctx.close(ctx.out[:1], _reference64(ctx.exercise, ctx.inputs)[:1])
+    except Exception:
+        carried = False
+    if carried:  # sequence 0 right, the others reading it: a look at the future would not do that
+        return ("batch elements are not independent: sequence 0 comes out right, and changing it "
+                "changes the sequences after it.\n  Each sequence may only use its own tokens: nothing "
+                "may carry over from one sequence to the next.")
+    return ("batch elements are not independent: changing sequence 0 changed the others.\n"
+            "  Mix information along T only, never along the batch dim B.")
 
 
 def _rows_sum_to_one(ctx):
@@ -116,7 +142,8 @@ def _follows_inputs(ctx):
         # as the memory happens to): the values check says how, not a guess about dtypes
     if problem:
         first, _, rest = problem.partition("\n")
-        hint = "" if "dtype=" in rest else "\n  Create new tensors with dtype=x.dtype and device=x.device."
+        hint = "" if "dtype=" in rest else ("\n  Create new tensors with dtype=x.dtype and device=x.device, and move "
+                                            "those you are given: .to(x.device, x.dtype).")
         return (f"with {str(other).replace('torch.', '')} inputs, {first}" + (f"\n{rest}" if rest else "")
                 + hint, "follows_inputs")
     if other == torch.float64:
@@ -160,10 +187,11 @@ def _float32_inside(ctx, inputs64):
             return (f"with float64 inputs your values differ from the float64 reference by up to "
                     f"{float((out - want).abs().max()):.2g}, every row by one factor.\n  Likely mistake: "
                     f"{found.name} \u2014 {found.hint}", found.key)
-    return (f"with float64 inputs your values are only float32-accurate (they differ from the "
-            f"float64 reference by up to {float((out - want).abs().max()):.2g}): part of the "
-            "computation runs in float32.\n  Create new tensors (running maximum and sum, buffers) "
-            "with dtype=x.dtype and device=x.device.", "follows_inputs")
+    return (f"the checks also run your code on float64 inputs (as a model kept in another precision "
+            f"would run it); there your values are only float32-accurate (they differ from the float64 "
+            f"reference by up to {float((out - want).abs().max()):.2g}): part of the computation runs in "
+            "float32.\n  Create new tensors (running maximum and sum, buffers, a cache) with dtype=x.dtype "
+            "and device=x.device.", "follows_inputs")
 
 
 def _stable(ctx):
@@ -229,7 +257,7 @@ def crop_x(inputs, L):
 X_READS = diagnosis.reads("x")
 
 
-SCORES_READS = diagnosis.reads("scores", T="-2")
+SCORES_READS = diagnosis.reads("scores", T="-1")
 
 
 ATTENTION_VARIANTS = (diagnosis.fill_variants, diagnosis.scale_variants, diagnosis.operand_variants)

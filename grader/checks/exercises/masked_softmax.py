@@ -2,8 +2,8 @@
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import (FOLLOWS_INPUTS, FULLY_MASKED_ROWS, FUTURE_GETS_ZERO,
                                             MASKED_GET_ZERO, ROWS_SUM_TO_ONE, SCORES_READS, STABLE,
                                             call_function, causal, changes_with, randn)

@@ -1,8 +1,8 @@
 """06: several heads, a list with torch.cat (MultiHeadAttention), then one batched
 projection (BatchedMultiHeadAttention)."""
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import FOLLOWS_INPUTS, X_READS, changes_with, crop_x, randn
 from grader.checks.exercises.single_head import HEAD_BATCH, HEAD_CAUSAL
 
@@ -30,7 +30,8 @@ def _call_mha(batched):
         n_heads, head_size, C = inputs["w_query"].shape
         return {"kind": "module", "ctor": [C, n_heads, head_size, inputs["block_size"]],
                 "ctor_kw": {"causal": inputs["causal"]}, "x": inputs["x"],
-                "params": _mha_parameters(inputs, batched), "param_hint": hint}
+                "params": _mha_parameters(inputs, batched), "param_hint": hint,
+                "eval": True}  # evaluation mode: a dropout the student adds is off
     return call
 
 

@@ -2,8 +2,8 @@
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import (ATTENTION_SHORTCUTS, ATTENTION_VARIANTS,
                                             FOLLOWS_INPUTS, batch_independent, call_function,
                                             causal, changes_with, randn)
@@ -35,7 +35,7 @@ def _crop_qkv(inputs, L):
     return out
 
 
-SDPA_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key")
+SDPA_CAUSAL = causal(["k", "v"], in_dim=-2, out_dim=-2, what="key", batch_keys=["q", "k", "v"])
 
 
 SDPA_BATCH = batch_independent(["q", "k", "v"])

@@ -1,7 +1,7 @@
 """04: queries, keys, values: one Head (an nn.Module, causal or not)."""
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis, Scale
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import (ATTENTION_SHORTCUTS, ATTENTION_VARIANTS,
                                             FOLLOWS_INPUTS, X_READS, batch_independent, causal,
                                             changes_with, crop_x, randn)
@@ -13,7 +13,8 @@ def _call_head(inputs):
             "ctor_kw": {"causal": inputs["causal"]}, "x": inputs["x"],
             "params": {"query.weight": inputs["w_query"], "key.weight": inputs["w_key"],
                        "value.weight": inputs["w_value"]},
-            "param_hint": "query, key, value = nn.Linear(C, head_size, bias=False)"}
+            "param_hint": "query, key, value = nn.Linear(C, head_size, bias=False)",
+            "eval": True}  # evaluation mode: a dropout the student adds (as the lecture's head has) is off
 
 
 def _draw_head(gen, case, d):
@@ -31,7 +32,7 @@ def _head_sizes(inputs):
             "head_size": inputs["w_query"].shape[0]}
 
 
-HEAD_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
+HEAD_CAUSAL = causal(["x"], in_dim=1, out_dim=1, batch_keys=["x"])
 
 
 HEAD_BATCH = batch_independent(["x"])

@@ -2,7 +2,7 @@
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus, Invariant
+from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
 from grader.checks.exercises.common import ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, bump, noise_like, randn
 
@@ -250,7 +250,8 @@ def _call_window(inputs):
                        "proj.bias": inputs["b_proj"]},
             "param_hint": "the given __init__: query from C to n_heads * head_size features, key and value "
                           "from C to n_kv_heads * head_size, all without bias; proj from n_heads * head_size "
-                          "back to C"}
+                          "back to C",
+            "eval": True}  # evaluation mode, as every module's check: a dropout the student adds is off
     if "report" in inputs:
         call["report"] = inputs["report"]
     return call

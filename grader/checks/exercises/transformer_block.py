@@ -2,8 +2,8 @@
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.exercises.common import (FOLLOWS_INPUTS, X_READS, batch_independent, bump,
                                             causal, changes_with, crop_x, first_change, randn)
 
@@ -249,7 +249,7 @@ REPRODUCIBLE = Invariant("reproducible", _reproducible)
 SAME_TOKENS = Invariant("same_tokens", _same_tokens)
 
 
-BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1)
+BLOCK_CAUSAL = causal(["x"], in_dim=1, out_dim=1, batch_keys=["x"])
 
 
 BLOCK_BATCH = batch_independent(["x"])
@@ -268,6 +268,19 @@ def _gpt_sizes(inputs):
     nh = int(inputs["n_heads"])
     return {"B": B, "T": T, "C": C, "n_heads": nh, "head_size": C // nh,
             "block_size": int(inputs["block_size"]), "vocab_size": V}
+
+
+def _generate_error(numbers, sz, message):
+    """torch.cat of the prompt (B rows) with T rows of new ids: the model's logits[-1], the last
+    sequence's T positions, sampled as if they were the batch. (With T = 1 this error is also
+    that of ids appended as a row, so then it names nothing.)"""
+    B, T = sz["B"], sz["T"]
+    if T > 1 and sorted(set(numbers) & {B, T}) == sorted({B, T}) and 1 not in numbers[:2]:
+        return diagnosis.Finding("last_sequence", "logits[-1]: the last sequence of the batch instead of each "
+                                 "sequence's last position",
+                                 "the model's logits are (B, T, vocab_size): every sequence's next-token logits "
+                                 "are logits[:, -1, :].")
+    return None
 
 
 def _generate_sizes(inputs):
@@ -313,7 +326,7 @@ EXERCISES["gpt"] = Exercise(
     repeatable=False, attends=_gpt_reads_tokens,
     shortcuts=("nn.TransformerEncoder", "nn.TransformerDecoder", "nn.Transformer"),
     diagnosis=Diagnosis(
-        sizes=_gpt_sizes, crop=lambda i, L: {**i, "idx": i["idx"][:, :L]}, reads=X_READS, given_code=True,
+        sizes=_gpt_sizes, crop=lambda i, L: {**i, "idx": i["idx"][:, :L]}, reads=diagnosis.reads("idx", C=None), given_code=True,
         task="token and position embeddings, the blocks, ln_f, then lm_head"))
 
 
@@ -337,6 +350,6 @@ EXERCISES["generate"] = Exercise(
     },
     repeatable=False, attends=_follows_the_model,
     diagnosis=Diagnosis(
-        sizes=_generate_sizes, picture="ids", reads=X_READS, given_code=True,  # (B, T + max_new_tokens) ids
-        task="crop the context, softmax the last logits / temperature, sample, append",
+        sizes=_generate_sizes, picture="ids", reads=diagnosis.reads("idx", C=None), given_code=True,  # (B, T + max_new_tokens) ids
+        task="crop the context, softmax the last logits / temperature, sample, append", error_finding=_generate_error,
         analysis=diagnosis.context_length_finding))

@@ -3,8 +3,8 @@ bag_of_words_matmul)."""
 import torch
 
 from grader.checks import diagnosis, registry
-from grader.checks.core import Exercise, Focus
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.exercise import Exercise, Focus
 from grader.checks.exercises.common import FUTURE_GETS_ZERO, ROWS_SUM_TO_ONE, call_function
 from grader.checks.exercises.bag_of_words import bag_exercise
 
@@ -34,7 +34,7 @@ EXERCISES = {
                             invariants=(ROWS_SUM_TO_ONE, FUTURE_GETS_ZERO), values=True),
         },
         diagnosis=Diagnosis(
-            sizes=lambda i: {"T": int(i["T"])}, crop=_crop_T, picture="weights",
+            sizes=lambda i: {"T": int(i["T"])}, crop=_crop_T, picture="weights", reads={"T": "T"},
             baselines=diagnosis.running_weights_baselines, task="row t holds 1/(t+1) in columns 0..t",
             variants=(diagnosis.running_weights_variants,), nonfinite_hint=diagnosis.averaging_nonfinite_hint)),
 }

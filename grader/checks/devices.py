@@ -1,0 +1,47 @@
+"""Where and in what precision a check runs: its device (the argument, else $GRADER_DEVICE,
+else the CPU), its dtype's tolerances, and its inputs moved there."""
+import os
+
+import torch
+
+# (device type, dtype) -> tolerances for torch.testing.assert_close.
+TOLERANCES = {
+    ("cpu", torch.float32): dict(rtol=1e-4, atol=1e-5),
+    ("cpu", torch.float64): dict(rtol=1e-7, atol=1e-9),
+    ("cuda", torch.float32): dict(rtol=1e-3, atol=1e-4),
+    ("cuda", torch.float64): dict(rtol=1e-7, atol=1e-9),
+}
+DEVICE_ENV = "GRADER_DEVICE"
+
+
+def device_name(device=None):
+    """The device a check runs on: the argument, else $GRADER_DEVICE, else the CPU."""
+    return device or os.environ.get(DEVICE_ENV) or "cpu"
+
+
+def resolve_device(device=None):
+    """device_name's device, which torch must have."""
+    name = device_name(device)
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"{DEVICE_ENV}/device asks for {name}, but torch sees no CUDA device")
+    return dev
+
+
+def tolerance(device, dtype):
+    return TOLERANCES[(torch.device(device).type, dtype)]
+
+
+def to_device(inputs, device, dtype):
+    """The inputs with every tensor on device, the floating ones in dtype."""
+    out = {}
+    for key, val in inputs.items():
+        if isinstance(val, torch.Tensor):
+            val = val.to(device=device, dtype=dtype if val.is_floating_point() else val.dtype)
+        out[key] = val
+    return out
+
+
+def cpu(inputs):
+    """The inputs with every tensor detached on the CPU."""
+    return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}

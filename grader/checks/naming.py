@@ -1,0 +1,58 @@
+"""Naming the likely mistake behind a wrong output (or an error): first the catalogue of
+known wrong answers (grader/answers/mistakes.py, through the registry), run on the check's
+inputs; then what grader.checks.diagnosis infers from the data."""
+import re
+
+import torch
+
+from grader.checks import diagnosis
+from grader.checks.calling import RemoteError, error_type, quiet
+from grader.checks.compare import close, to_cpu64
+
+
+def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=None,
+             expected=None, names=None, analyse=True):
+    """The catalogued mistake that reproduces this output (or this exception), if any;
+    else, with analyse, what grader.checks.diagnosis infers from the output, the expected output
+    and the facts about the student's code (a Finding), or None."""
+    # a NameError (the student's object, or a name inside it, not defined) is raised by no
+    # catalogued mistake: running the catalogue to match it would only cost time
+    unmatchable = actual is None and error is not None and error_type(error) == "NameError"
+    for mistake in () if unmatchable else exercise.mistakes:
+        try:
+            with quiet():
+                guess = mistake.fn(*inputs64.values())
+        except Exception as err:  # a variant that raises is matched by its error
+            if error is not None and _same_error(err, error):
+                return mistake
+            continue
+        if actual is None or not isinstance(guess, torch.Tensor):
+            continue
+        guess = to_cpu64(guess)
+        if isinstance(expected, torch.Tensor) and guess.shape == expected.shape and close(guess, expected, tol):
+            continue  # right on these inputs: a match would name a mistake the output does not show
+        if close(actual, guess, tol) or close(actual.nan_to_num(0.0), guess.nan_to_num(0.0), tol):
+            return diagnosis.refine(mistake, facts)
+    if not analyse:
+        return None
+    try:
+        cpu = {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
+        err = None if error is None else (error_type(error), str(error))
+        with quiet():
+            return diagnosis.analyse(exercise, cpu, actual=actual, expected=expected,
+                                     close=lambda a, b: close(a, b, tol), tol=tol, facts=facts,
+                                     names=names, error=err)
+    except Exception:  # an analysis that fails leaves the message as it is
+        return None
+
+
+def _same_error(a, b):
+    """Same exception type, and the same sizes in the message (the wording may differ)."""
+    numbers = lambda e: sorted(re.findall(r"\d+", str(e)))
+    name = lambda e: e.type_name if isinstance(e, RemoteError) else type(e).__name__
+    return name(a) == name(b) and numbers(a) == numbers(b)
+
+
+def finding_key(found):
+    """The named mistake itself (CheckError keeps its key and name), or None."""
+    return found if getattr(found, "key", None) else None

@@ -1,0 +1,68 @@
+"""Every attempt of tests/checks/attempts/ through every check of its exercise (run_attempts.py):
+a right answer passes them all; a wrong one gets its mistake named (or, where no check names
+its cause yet, an honest generic failure), never a wrong name and never a pass; no message
+runs longer than five lines, nor says an index as a size. Together they hold the
+named/generic/misleading/passing table per exercise to the course's bar, which
+`python tests/checks/run_attempts.py` prints."""
+import pytest
+
+import run_attempts
+from run_attempts import INDEX_AS_SIZE, Attempt, Failure, classify
+
+ATTEMPTS = run_attempts.attempts()
+
+
+@pytest.mark.parametrize("attempt", ATTEMPTS, ids=[a.id for a in ATTEMPTS])
+def test_attempt(attempt):
+    result = run_attempts.run(attempt)
+    want = "correct" if attempt.correct else "generic" if attempt.unnamed else "named"
+    assert result.verdict == want, result.shown()
+    for failure in result.failures:
+        assert len(failure.message.splitlines()) <= 5, failure.message
+        assert not INDEX_AS_SIZE.search(failure.message), failure.message
+
+
+def test_the_corpora_hold_the_bar():
+    """test_attempt holds every wrong attempt to named, or to generic where it says why no check
+    names it (unnamed), and every right answer to passing: so the table has no misleading,
+    passing, refused or broken row, and its named share is the share of attempts not marked
+    unnamed, counted here without running them again (python tests/checks/run_attempts.py
+    prints the table)."""
+    wrong = [a for a in ATTEMPTS if not a.correct]
+    named = [a for a in wrong if not a.unnamed]
+    assert len(named) >= run_attempts.BAR * len(wrong), (len(named), len(wrong))
+    assert len(ATTEMPTS) - len(wrong) >= 40  # right answers written many ways, public ones among them
+
+
+def test_every_wrong_attempt_says_what_its_feedback_must_be():
+    for a in ATTEMPTS:
+        assert a.correct or a.expect or a.unnamed or a.phrase, a.id
+
+
+# --- the classification itself ----------------------------------------------------------
+
+def _attempt(**kw):
+    return Attempt(id="x", notebook="01_bag_of_words", exercise="bag_of_words_loop", idea="", code="", **kw)
+
+
+def test_the_verdicts_are_computed_from_the_messages():
+    named = Failure("values", "running_sum", "...\n  Likely mistake: running sum instead of running mean")
+    plain = Failure("causal", None, "not causal")
+    assert classify(_attempt(expect=("running_sum",)), [plain, named]) == "named"
+    assert classify(_attempt(expect=("running_sum",)), [plain]) == "generic"
+    assert classify(_attempt(expect=("wrong_dim",)), [plain, named]) == "misleading"
+    assert classify(_attempt(expect=("running_sum",)), []) == "passing"
+    assert classify(_attempt(phrase=("not causal",)), [plain]) == "named"
+    assert classify(_attempt(phrase=("a phrase no message has",)), [plain]) == "generic"
+    assert classify(_attempt(correct=True), []) == "correct"
+    assert classify(_attempt(correct=True), [plain]) == "refused"
+
+
+def test_the_schema_refuses_what_it_does_not_know(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[[attempt]]\nid = "a"\nnotebook = "01_bag_of_words"\nexercise = "bag_of_words_loop"\n'
+                    'idea = "x"\ncode = "def f(): pass"\nexpected = ["typo"]\n')
+    with pytest.raises(ValueError, match="unknown fields"):
+        run_attempts.load_corpus(path)
+    with pytest.raises(ValueError, match="no expected mistake"):
+        _attempt(correct=True, expect=("running_sum",))
