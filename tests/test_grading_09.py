@@ -5,6 +5,8 @@ mistakes of issue #32 named in autograded/.status.json (RoPE's pairing, position
 GQA's tile and head 0, a window of W + 1, a cache that grows, which only the module's
 report of what it holds, read through the kernel channel, can show). Answers that do no
 attention are graded with the notebook's own plans by tests/test_no_points_without_attention.py."""
+import re
+
 import nbformat
 import pytest
 
@@ -124,7 +126,13 @@ def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mist
         failed = next(o for o in outcomes[cell] if not o.passed)
         assert failed.mistake == key, failed
         if key != "cache_grows":  # the memory check says what it saw in its own words
-            assert failed.mistake_name and f"Likely mistake: {failed.mistake_name}" in failed.message
+            # named once: in full where first seen, by reference in a later check
+            assert failed.mistake_name and (f"Likely mistake: {failed.mistake_name}" in failed.message or re.search(
+                rf'the same mistake as in the check ".+" above: {re.escape(failed.mistake_name)}', failed.message))
+    first = [o for outs in outcomes.values() for o in outs if not o.passed and o.mistake in named.values()]
+    for key in set(named.values()) - {"cache_grows"}:
+        o = next(o for o in first if o.mistake == key)
+        assert f"Likely mistake: {o.mistake_name}" in o.message, o.message
 
 
 def test_the_window_of_w_plus_one_is_named_where_the_students_own_parts_are_right(graded_09):
