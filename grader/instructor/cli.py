@@ -108,12 +108,15 @@ def collect(root, zip_path=None, assignment=None, times_path=None):
             print(_collected(name, before, _submission_times(root, name)))
         else:
             print(f"{name}: collect failed: {(result.get('error') or '')[-300:]}")
-        refused = exchange.refusals(config, name)
-        if refused:
-            print(f"  refused {len(refused)} submission(s), not collected (left in the exchange's "
+        lines = [r.line() for r in exchange.refusals(config, name)]
+        # and those refused while they were copied (changed since they were checked)
+        lines += [line.split("Not collected: ", 1)[1] for line in (result.get("log") or "").splitlines()
+                  if "Not collected: " in line and line.split("Not collected: ", 1)[1] not in lines]
+        if lines:
+            print(f"  refused {len(lines)} submission(s), not collected (left in the exchange's "
                   "inbound/ folder):")
-            for refusal in refused:
-                print(f"    {refusal.line()}")
+            for line in lines:
+                print(f"    {line}")
         due = exchange.duedate(layout.db_url(root), config.CourseDirectory.course_id, name)
         late = exchange.late_writes(config, name, due)
         if late:
