@@ -557,8 +557,9 @@ class _Context:
     bound to by an import or an alias of one (``F`` -> torch.nn.functional), and the names
     the student binds (a student's own ``compile`` is not the builtin)."""
 
-    def __init__(self, aliases, bound):
+    def __init__(self, aliases, bound, functions=()):
         self.aliases, self.bound = aliases, bound
+        self.functions = set(functions)  # names the student's def and class statements bind
 
     @classmethod
     def of(cls, nb, trees, deadline=float("inf")):
@@ -593,13 +594,17 @@ class _Context:
                     bound.add(node.name)
                 elif isinstance(node, ast.arg):
                     bound.add(node.arg)
-        context = cls(aliases, bound)
+        functions = {node.name for _, tree in trees for node in ast.walk(tree)
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        context = cls(aliases, bound, functions)
         for _ in range(4):  # names bound to a module's value: m = F; fn = torch.nn.functional
             changed = False
             for _, tree in trees:
                 for node in ast.walk(tree):
                     for target, value in _bindings(node):
                         path = context.path(value)
+                        if path and path.startswith("<ipython>."):
+                            continue  # (get_ipython() itself is a name to follow; what it holds is not a module)
                         if path and target not in context.aliases:
                             context.aliases[target] = path
                             changed = True
@@ -965,7 +970,8 @@ def _hiding(tree, cell, context):
                 return True
             node = node.value
         if isinstance(node, ast.Call):
-            return _callee(node) in CODE_FROM_TEXT | {"import_module", "globals", "vars"}
+            return _callee(node) in CODE_FROM_TEXT | {"import_module", "globals", "vars"} or \
+                context.path(node) is not None  # get_ipython(): the notebook's shell
         return context.path(node) is not None
 
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
@@ -1118,6 +1124,16 @@ def installed(module):
     return found
 
 
+def _ipython_extensions():
+    """The extensions IPython ships (%load_ext autoreload finds IPython.extensions.autoreload)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("IPython")
+    folder = Path(spec.origin).parent / "extensions" if spec and spec.origin else None
+    return {p.stem for p in folder.glob("*.py")} if folder and folder.is_dir() else set()
+
+
 def _more_hiding(node, flag, context, on_module):
     """The ways of hiding found by trying to get round the scan: code the kernel runs that
     the cells' text does not show (a magic's expanded argument, IPython's transformers and
@@ -1133,7 +1149,7 @@ def _more_hiding(node, flag, context, on_module):
                                          "({...}), out of a reader's sight")
         if magic and magic[0] in IMPORTING_MAGICS and len(magic) > 1:
             for name in magic[1].replace(",", " ").split():
-                if not name.startswith("-") and not installed(name.split(".")[0]):
+                if not name.startswith("-") and not installed(name.split(".")[0]) and name not in _ipython_extensions():
                     flag("code_from_text", node, f"%{magic[0]} {shown(name)}: not an installed module, "
                                                  "code the grader does not read")
         if magic and magic[0] in ("macro", "alias"):
@@ -1145,7 +1161,9 @@ def _more_hiding(node, flag, context, on_module):
             path = path or f"{context.path(node.func.value.func)}.{node.func.attr}"
             text = node.args[0] if node.args else next((k.value for k in node.keywords
                                                         if k.arg in ("stmt", "cmd", "statement", "src", "obj")), None)
-            if text is not None and not isinstance(text, (ast.Lambda, ast.Name, ast.Attribute)):
+            callable_ = isinstance(text, (ast.Lambda, ast.Attribute)) or \
+                isinstance(text, ast.Name) and text.id in context.functions
+            if text is not None and not callable_:
                 flag("code_from_text", node, f"{shown(path, 40)} runs Python given as text")
         if last == "load" and _module_of(path) == "torch" and "jit" not in path:
             weights = next((k.value for k in node.keywords if k.arg == "weights_only"), None)
@@ -1226,14 +1244,14 @@ def _outside_plain(node, cell, context):
             elif isinstance(sub.value, ast.Name):
                 path = context.path(sub)
                 top = _module_of(path)
-                if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and top != "<import>" \
+                if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and top not in ("<import>", "<ipython>") \
                         and sub.value.id in context.aliases and "." not in context.aliases[sub.value.id]:
                     flag("outside_plain", sub, f"the answer uses the {shown(top)} module, which no answer needs")
         elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
             path = context.aliases.get(sub.id)
             top = _module_of(path)
             if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and "." in path \
-                    and sub.id not in DEFAULT_MODULES:
+                    and sub.id not in DEFAULT_MODULES and top != "<ipython>":
                 flag("outside_plain", sub, f"the answer uses {shown(path)}, from a module no answer needs")
         elif isinstance(sub, ast.Call):
             callee = _callee(sub)
