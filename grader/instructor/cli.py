@@ -108,10 +108,12 @@ def collect(root, zip_path=None, assignment=None, times_path=None):
             print(_collected(name, before, _submission_times(root, name)))
         else:
             print(f"{name}: collect failed: {(result.get('error') or '')[-300:]}")
-        lines = [r.line() for r in exchange.refusals(config, name)]
-        # and those refused while they were copied (changed since they were checked)
+        refused = exchange.refusals(config, name)
+        lines = [r.line() for r in refused]
+        # and those refused while they were copied (changed after they were checked)
+        entries = tuple(f"{exchange.printable(r.entry)}: " for r in refused)
         lines += [line.split("Not collected: ", 1)[1] for line in (result.get("log") or "").splitlines()
-                  if "Not collected: " in line and line.split("Not collected: ", 1)[1] not in lines]
+                  if "Not collected: " in line and not line.split("Not collected: ", 1)[1].startswith(entries or ("\0",))]
         if lines:
             print(f"  refused {len(lines)} submission(s), not collected (left in the exchange's "
                   "inbound/ folder):")

@@ -343,6 +343,7 @@ class OwnedCollect(ExchangeCollect):
             src = os.path.join(self.inbound_path, name)
             dest = self.coursedir.format_path(self.coursedir.submitted_directory, student,
                                               self.coursedir.assignment_id)
+            parent_existed = os.path.isdir(os.path.dirname(dest))
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             if os.path.isdir(dest):
                 existing = self.coursedir.get_existing_timestamp(dest)
@@ -356,6 +357,8 @@ class OwnedCollect(ExchangeCollect):
                 self.do_copy(src, partial)
             except (Unsafe, OSError) as e:
                 shutil.rmtree(partial, ignore_errors=True)
+                if not parent_existed:
+                    shutil.rmtree(os.path.dirname(dest), ignore_errors=True)
                 reason = str(e) if isinstance(e, Unsafe) else f"it could not be copied ({e.strerror})"
                 refusal = Refusal(name, student, reason)
                 self.refused.append(refusal)
@@ -434,7 +437,7 @@ def copy_folder(src, dest, owner=None, max_bytes=None, max_file_bytes=None, igno
                 if any(fnmatch.fnmatch(name, p) for p in ignore) or \
                         not any(fnmatch.fnmatch(name, p) for p in include or ("*",)):
                     continue
-                rel = printable(os.path.join(os.path.relpath(target, dest), name))
+                rel = printable(os.path.normpath(os.path.join(os.path.relpath(target, dest), name)))
                 try:
                     child = os.open(name, flags, dir_fd=fd)
                 except OSError as e:
