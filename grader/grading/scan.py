@@ -987,7 +987,7 @@ def _hiding(tree, cell, context):
                 elif name_arg is not None and not isinstance(name_arg, ast.Constant):
                     flag("dynamic_access", node,
                          f"{callee} with a name built from pieces ({shown(constant_text(name_arg))})")
-            elif callee in ("vars", "globals", "locals") and isinstance(node.func, ast.Name) and \
+            elif callee in ("vars", "globals") and isinstance(node.func, ast.Name) and \
                     (callee != "vars" or node.args and on_module(node.args[0])) and context.builtin(callee):
                 flag("dynamic_access", node, f"{callee}() read as a table of names")
             elif callee == "setattr" and node.args and (_course_module(node.args[0]) or on_module(node.args[0])):
@@ -1124,6 +1124,11 @@ def installed(module):
     return found
 
 
+def _locals_call(node, context):
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "locals" \
+        and context.builtin("locals")
+
+
 def _ipython_extensions():
     """The extensions IPython ships (%load_ext autoreload finds IPython.extensions.autoreload)."""
     import importlib.util
@@ -1178,6 +1183,9 @@ def _more_hiding(node, flag, context, on_module):
         if last in ("getmembers", "getmembers_static", "getattr_static") and _module_of(path) == "inspect" \
                 and node.args and on_module(node.args[0]):
             flag("dynamic_access", node, f"inspect.{last} reads a module's names")
+        if callee in ("update", "setdefault", "__setitem__") and isinstance(node.func, ast.Attribute) and \
+                _locals_call(node.func.value, context):
+            flag("dynamic_access", node, "locals() written as a table of names (at the top level: globals)")
         if callee == "setattr" and len(node.args) >= 2 and constant_text(node.args[1]) in ("__module__", "__qualname__"):
             flag("code_object", node, f"sets {constant_text(node.args[1])}: the code passes for a library's")
     elif isinstance(node, ast.Attribute):
@@ -1195,9 +1203,9 @@ def _more_hiding(node, flag, context, on_module):
             flag("code_from_text", node, "a relative import: code of a file the grader does not read")
         for module in modules if not (isinstance(node, ast.ImportFrom) and node.level) else ():
             if not installed(module.split(".")[0]):
-                flag("code_from_text", node, f"imports {shown(module)}, which is not installed here: code of a "
-                                             "file handed in with the notebook or written by it, which the grader "
-                                             "does not read")
+                flag("code_from_text", node, f"imports {shown(module)}, which is not installed here: where it "
+                                             "imports, it is a file handed in with the notebook or written by it, "
+                                             "code the grader does not read")
             elif module.startswith("IPython.core.macro"):
                 flag("code_from_text", node, "IPython's macros: text run as code")
     elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -1205,6 +1213,8 @@ def _more_hiding(node, flag, context, on_module):
         for target in targets:
             if isinstance(target, ast.Name) and target.id in ("__module__", "__qualname__"):
                 flag("code_object", node, f"sets {target.id}: the code passes for a library's")
+            elif isinstance(target, ast.Subscript) and _locals_call(target.value, context):
+                flag("dynamic_access", node, "locals() written as a table of names (at the top level: globals)")
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
             "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" in node.value:
         flag("serialisation", node, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: torch.load unpickles objects")

@@ -160,6 +160,7 @@ def test_the_python_in_a_magics_argument_is_read_as_code():
     ("m = torch.jit.load(buf)\n", "torch_internals"),
     ("import inspect\nfns = dict(inspect.getmembers(F))\n", "dynamic_access"),
     ("locals()['attend'] = F.relu\n", "dynamic_access"),
+    ("locals().update(attend=F.relu)\n", "dynamic_access"),
     ("getattr(get_ipython(), name)\n", "dynamic_access"),
     ("import sys\nsys.meta_path.insert(0, finder)\n", "import_machinery"),
     ("class Fast:\n    __module__ = 'torch.nn'\n", "code_object"),
@@ -173,6 +174,7 @@ def test_ways_to_run_or_bind_code_out_of_sight_are_flagged(code, kind):
     "%matplotlib inline\n", "%load_ext autoreload\n%autoreload 2\n", "%timeit -n 3 sum(range({n}))\n",
     "n = 5\n%pwd {n}\n", "import timeit\ntimeit.timeit(lambda: sum(range(10)), number=3)\n",
     "import inspect\nprint(inspect.signature(sum))\n", "from IPython.display import display, HTML\n",
+    "x = 1\nprint(sorted(locals())[:3])\n",
     "torch.load('weights.pt', weights_only=True)\n", "import numpy as np\nnp.load('a.npy')\n",
 ])
 def test_ordinary_magics_and_imports_are_not_flagged(code):
