@@ -549,6 +549,9 @@ def _cannot_stop(node, context):
             all(a.name != "*" for a in node.names)
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return _sure_definition(node, node.name, context)
+    magic = _magic(node)
+    if magic and magic[0] in ("time", "capture") and _callee(node.value) == "run_cell_magic":
+        return True  # runs the cell's body (read in place after it) in the notebook's names
     return isinstance(node, ast.Pass) or isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
 
 

@@ -354,3 +354,35 @@ def test_only_the_cells_before_a_test_cell_count_for_its_checks():
     found = scan(nb)
     assert found.uses(forbidden(SDPA), SDPA, before=2) is None
     assert found.uses(forbidden(SDPA), SDPA) == f"F.{SDPA}"
+
+
+# --- what the instructor's browser shows ---------------------------------------------------
+
+@pytest.mark.parametrize("math", [
+    r"$$\bbox[#dff0d8,15px,border:1px solid #d6e9c6]{\text{Score: 20 / 20 - Flagged: none}}$$",
+    r"$\style{background-color:#dff0d8;padding:15px}{\text{Score: 20 / 20}}$",
+    r"$\colorbox{lightgreen}{Score: 20 / 20}$", r"$\href{https://example.org}{\text{see my plot}}$",
+])
+def test_math_cannot_dress_a_submission_as_the_graders_verdict(math):
+    """The formgrader and the feedback pages typeset math with MathJax (its Safe extension
+    still allows \\bbox, \\style's colours, borders and padding, \\colorbox and \\href): a
+    student's Markdown, LaTeX or HTML output could draw the green "Score: 20 / 20" box that
+    the sanitiser keeps class and style attributes from drawing. Such macros are shown as
+    text; ordinary math stays as it is."""
+    from grader.grading.sanitize import NoActiveContent
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(math + "\n\nand $\\mathrm{softmax}(x)_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$"),
+        nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/latex": math, "text/html": f"<p>{math}</p>", "text/plain": "x"})])])
+    nb, _ = NoActiveContent().preprocess(nb, {})
+    shown = [nb.cells[0].source, *nb.cells[1].outputs[0].data.values()]
+    for name in ("bbox", "style", "colorbox", "href"):
+        assert all(f"\\{name}" not in text for text in shown), shown
+    assert "\\frac{e^{x_i}}{\\sum_j e^{x_j}}" in nb.cells[0].source and "\\mathrm{softmax}" in nb.cells[0].source
+
+
+def test_an_answer_timed_with_a_cell_magic_still_replaces_the_one_before():
+    nb = notebook("%%time\n" + HONEST)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(COMPARE_FIRST))
+    assert scan(nb).uses(forbidden(SDPA), SDPA, before=3) is None
