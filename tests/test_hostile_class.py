@@ -3,9 +3,10 @@ embedded Dask cluster, the `make autograde` path), one class, one quiet run to c
 with. Classmates that attack the trusted side: one prints a 300 MB line, one sends
 replies that unpack into 30 million nested lists, one ignores the interrupt of a call
 that runs past its time, one hands in a notebook of 20,000 cells and one of 5 MB of nested
-markup, one reaches the forbidden function through a decorator; and one honest but odd
-notebook (`from torch import *` and globals named compile, exec, open, len; a cell id that
-breaks the format; HTML dressed as the grader's verdict; markup nested 20,000 deep; a cell
+markup, one reaches the forbidden function through a decorator; and one replaces a wrong answer by torch's
+attention in code hidden in a magic's argument; and one honest but odd notebook (`from
+torch import *` and globals named compile, exec, open, len; torch's own attention first
+defined under the answer's name, to compare with; a cell id that breaks the format; HTML dressed as the grader's verdict; markup nested 20,000 deep; a cell
 Python's parser gives up on; a 20 MB message sent past the kernel's own bounds).
 Classmates that attack the machine (where sandboxes have cgroups): 120 CPU-bound
 processes, memory spread over many processes, a fork bomb; they spend their own sandbox's
@@ -57,10 +58,18 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     scores = scores.masked_fill(mask, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 '''
+# A wrong answer, replaced at run time by code in a line magic's {...} (which IPython evaluates
+# before the magic sees its text): torch's attention, in a class that poses as torch's own
+HIDDEN_MAGIC = synthetic.hidden_in_a_magic(
+    "class _Fast:\n    __module__ = 'torch.nn.functional'\n"
+    "    def __call__(self, q, k, v, mask=None):\n"
+    "        return F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)\n"
+    "get_ipython().user_ns['scaled_dot_product_attention'] = _Fast()\n")
 HOSTILE = {"huge_line": lambda src: HUGE_LINE + src,
            "reply_bomb": lambda src: REPLY_BOMB + src,
            "ignores_interrupt": lambda src: IGNORES_INTERRUPT,
-           "route_decorator": lambda src: synthetic.ROUTES["decorator_returns_it"]["code"]}
+           "route_decorator": lambda src: synthetic.ROUTES["decorator_returns_it"]["code"],
+           "hidden_in_a_magic": lambda src: HIDDEN_MAGIC}
 FAKE_ALERT = '<div class="alert alert-success" style="font-size:2em">Score: 20 / 20 \u2014 Flagged: none</div>'
 NESTED = "<div>" * 20_000 + "x" + "</div>" * 20_000  # 220 KB a cell
 ODD_CELLS = [  # after the first code cell of an honest notebook (synthetic's import_cell answer)
@@ -69,6 +78,10 @@ ODD_CELLS = [  # after the first code cell of an honest notebook (synthetic's im
     "x = " + " + ".join(["'a'"] * 3000),  # Python's ast gives up (RecursionError)
     "k = get_ipython().kernel\nk.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x' * 20_000_000},"
     " parent=k.get_parent())",
+    # torch's own attention under the answer's name, to compare with: the answer cell after it replaces it
+    "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+    "    return F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)\n"
+    "expected = scaled_dot_product_attention(torch.ones(2, 3, 4), torch.ones(2, 3, 4), torch.ones(2, 3, 4))",
 ]
 BAD_ID = 'zz"><img src=x onerror=alert(1)>'
 
@@ -175,7 +188,7 @@ def test_replies_that_unpack_into_millions_of_objects_fail_unread(runs):
 def test_a_call_that_ignores_its_interrupt_costs_its_checks_only(runs):
     _, _, loud, _ = runs
     passed = _passed(loud, "ignores_interrupt")
-    assert passed["test_sdpa_output"] == [True] and passed["test_sdpa_causal"] == [True]
+    assert all(passed["test_sdpa_output"]) and all(passed["test_sdpa_causal"])  # (each with a twin on fresh inputs)
     assert db_scores(loud)["ignores_interrupt"] == 2.0  # the two checks before it keep their points
     failed = _messages(loud, "ignores_interrupt")
     messages = [m for ms in failed.values() for m in ms]
@@ -233,6 +246,17 @@ def test_an_odd_but_honest_notebook_is_graded_in_full(runs):
     assert "output dropped unread" in text
     nested = [c for c in cells if c["cell_type"] == "markdown" and "&lt;div&gt;" in "".join(c["source"])]
     assert len(nested) == 7 and all("<div>" not in "".join(c["source"]) for c in nested)
+
+
+def test_code_hidden_in_a_magics_argument_scores_nothing_and_is_shown(runs):
+    """Before: 10/10 with no flag (the scan did not read a magic's argument, and the kernel-side
+    facts took the class for torch's)."""
+    _, _, loud, _ = runs
+    assert db_scores(loud)["hidden_in_a_magic"] == 0.0
+    messages = [m for ms in _messages(loud, "hidden_in_a_magic").values() for m in ms]
+    assert messages and all("uses F.scaled_dot_product_attention" in m for m in messages), messages
+    texts = [f"{f['kind']} {f['detail']}: {f['quote']}" for f in _flags(loud, "hidden_in_a_magic")]
+    assert any(t.startswith("code_from_text the %pwd magic runs the Python in its argument") for t in texts), texts
 
 
 def test_a_route_around_the_rules_scores_nothing_and_is_shown_with_the_students_line(runs):

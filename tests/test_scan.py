@@ -37,7 +37,7 @@ def answer(key, body):
 
 def split(full):
     owner, last = full.rsplit(".", 1)
-    module = {"F": "torch.nn.functional", "nn": "torch.nn", "torch": "torch"}[owner]
+    module = {"F": "torch.nn.functional", "nn": "torch.nn", "torch": "torch"}.get(owner, owner)
     return owner, module, last
 
 

@@ -159,6 +159,11 @@ class GradingExecute(Execute):
     run_after_last_graded = Bool(
         False, help="Also run the given code cells after the last solution or test cell "
                     "(they cannot change a grade).").tag(config=True)
+    unseen_twins = Bool(
+        True, help="Grade each visible check that its test cell does not also run hidden (on "
+                   "fresh inputs) a second time on fresh inputs: the visible checks' inputs and "
+                   "expected outputs ship with the student bundle, so an answer that only "
+                   "looks them up would otherwise earn their points.").tag(config=True)
 
     @default("device")
     def _default_device(self):
@@ -583,6 +588,8 @@ class GradingExecute(Execute):
                                                       "assignment's source")]
             self._checks.outcomes[grade_id] = []
             return
+        if self.unseen_twins:
+            checks = with_unseen_twins(checks)
         device = self.device
         if self._channel is None:  # one per kernel: its code is sent to the kernel once
             provisioner = getattr(self.km, "provisioner", None)
@@ -603,7 +610,8 @@ class GradingExecute(Execute):
             if self._stopped:
                 outcome = _timed_out(EXERCISES[check.exercise], check, seed, self._stopped)
             else:
-                used = self._source.uses(shortcuts.listed(EXERCISES[check.exercise], forbidden), check.student)
+                used = self._source.uses(shortcuts.listed(EXERCISES[check.exercise], forbidden), check.student,
+                                         before=index)
                 outcome = evaluate(EXERCISES[check.exercise], channel.student(check.student),
                                    check.focus, hidden=check.hidden, seed=seed,
                                    device=device, graded=True, config=self.config, source_uses=used,
@@ -621,6 +629,20 @@ class GradingExecute(Execute):
         cell.outputs = outputs
         cell.execution_count = None
         self._checks.outcomes[grade_id] = outcomes
+
+
+def with_unseen_twins(checks):
+    """A test cell's checks, each visible check followed by the same check on fresh inputs
+    (hidden, a seed drawn when it runs) where the cell has no hidden check of that focus:
+    its points then need an answer that works on inputs nobody has seen, not one that
+    returns the outputs the student bundle ships for the visible inputs."""
+    hidden = {(c.exercise, c.student, c.focus) for c in checks if c.hidden}
+    out = []
+    for check in checks:
+        out.append(check)
+        if not check.hidden and (check.exercise, check.student, check.focus) not in hidden:
+            out.append(plan.Check(check.exercise, check.student, check.focus, hidden=True, seed=None))
+    return out
 
 
 def _timed_out(exercise, check, seed, reason):

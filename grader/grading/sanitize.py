@@ -140,9 +140,15 @@ class NoActiveContent(SanitizeHTML):
             else:
                 cell.source = self._markdown(source, attachments) if cell.cell_type == "markdown" \
                     else self.sanitize_html_tags(source, fallback="text")
+            cell.source = plain_math(cell.source)
             return cell, resources
         if cell.cell_type == "code":
             cell.outputs = self.sanitize_code_outputs(cell.get("outputs", []))
+            for output in cell.outputs:
+                for key in ("text/latex", "text/html"):
+                    if key in (output.get("data") or {}):
+                        value = output["data"][key]
+                        output["data"][key] = plain_math(value if isinstance(value, str) else "".join(value))
         return cell, resources
 
     def sanitize_html_tags(self, html_str, fallback="text"):
@@ -221,6 +227,20 @@ class NoActiveContent(SanitizeHTML):
                 plain = plain if isinstance(plain, str) else "".join(plain)
                 data["text/plain"] = "\n".join([plain, *notes] if plain else notes)
         return outputs
+
+
+# MathJax macros that draw boxes, colour backgrounds, set styles or classes, or make links
+# (the pages load MathJax with its Safe extension, which still allows \bbox, \style's colours,
+# borders and padding, \colorbox and \href): a student's math could draw the green "Score:
+# 20 / 20" box that no class or style attribute may. Their backslash is followed by a
+# zero-width space, so MathJax shows the name as text and the reader sees it as written.
+MATH_DRESSING = re.compile(r"\\(?=(?:bbox|style|class|cssId|colorbox|fcolorbox|href|unicode|require|"
+                           r"html(?:Style|Class|Id|Data)?|data|toggle|mmlToken)(?![A-Za-z]))")
+
+
+def plain_math(text):
+    """text with MATH_DRESSING's macros made plain text (see above)."""
+    return MATH_DRESSING.sub("\\\u200b", text) if "\\" in text else text
 
 
 class TooCostly(Exception):

@@ -108,6 +108,7 @@ FLAGGED_MODULES = {
     **{m: ("import_machinery", "import machinery") for m in ("importlib", "imp", "pkgutil", "zipimport")},
     **{m: ("code_from_text", "code the grader cannot read") for m in ("runpy", "code", "codeop")},
     **{m: ("dynamic_access", "Python's builtins, reached by name") for m in ("builtins", "__builtin__")},
+    **{m: _SERIAL for m in ("joblib",)},
 }
 # What an answer may use (modules by their top-level package); anything else it reaches is
 # flagged. torch is allowed less its private and operator-level parts (TORCH_INTERNALS).
@@ -116,7 +117,8 @@ ALLOWED_MODULES = {"torch", "math", "cmath", "numpy", "functools", "itertools", 
                    "operator", "abc", "enum", "numbers", "fractions", "decimal", "__future__", "copy",
                    "re", "pprint", "logging", "IPython", "matplotlib", "tqdm"}  # (the last: printing, plotting)
 TORCH_INTERNALS = ("torch.ops", "torch.library", "torch.utils.cpp_extension", "torch.fx",
-                   "torch.overrides", "torch.jit._")
+                   "torch.overrides", "torch.jit._", "torch.jit.load", "torch.package", "torch.hub",
+                   "torch.export.load")
 # Decorators that leave the function what its definition says (by dotted name; a call's
 # result, ``@torch.no_grad()``, counts as its function).
 PLAIN_DECORATORS = {
@@ -146,6 +148,35 @@ LOOKUP_METHODS = {"__getattr__", "__getattribute__", "__setattr__", "__delattr__
                   "__class_getitem__", "__prepare__", "__instancecheck__", "__subclasscheck__",
                   "__reduce__", "__reduce_ex__", "__setstate__", "__new__"}
 COURSE_MODULES = ("grader", "notebook_helpers")
+# IPython's machinery that makes the kernel run code other than the cells' text, or binds
+# the notebook's names out of sight of their definitions.
+IPYTHON_HOOKS = {
+    "input_transformers_cleanup": ("code_from_text", "rewrites the text of the cells after it"),
+    "input_transformers_post": ("code_from_text", "rewrites the text of the cells after it"),
+    "input_transformer_manager": ("code_from_text", "rewrites the text of the cells after it"),
+    "ast_transformers": ("code_from_text", "rewrites the code of the cells after it"),
+    "prefilter_manager": ("code_from_text", "rewrites the text of the cells after it"),
+    "define_macro": ("code_from_text", "runs text as code (a macro)"),
+    "register_magics": ("code_from_text", "adds magics, code that runs out of sight"),
+    "magics_manager": ("code_from_text", "changes the magics, code that runs out of sight"),
+    "set_hook": ("code_from_text", "changes IPython's hooks"),
+    "set_custom_exc": ("code_from_text", "changes how IPython handles errors"),
+    "user_ns": ("dynamic_access", "writes or reads the notebook's names as a table"),
+    "user_global_ns": ("dynamic_access", "writes or reads the notebook's names as a table"),
+    "user_ns_hidden": ("dynamic_access", "writes or reads the notebook's names as a table"),
+    "user_module": ("dynamic_access", "reaches the notebook's module"),
+}
+# ... and on get_ipython() (or a name bound to it) only: ordinary words elsewhere
+IPYTHON_ROOTED = {"events": ("code_from_text", "registers code that runs around every cell and every check")}
+# Magics whose argument names a module they import
+IMPORTING_MAGICS = {"load_ext", "reload_ext", "aimport"}
+# Functions that run Python given as text (their first argument, or `stmt`/`cmd`), by dotted path
+RUNS_TEXT = {"timeit.timeit", "timeit.repeat", "timeit.Timer", "pdb.run", "pdb.runeval", "pdb.runctx",
+             "bdb.Bdb.run", "cProfile.run", "cProfile.runctx", "profile.run", "profile.runctx",
+             "doctest.run_docstring_examples", "doctest.testmod", "doctest.testfile",
+             "doctest.debug_src", "doctest.script_from_examples", "typing.get_type_hints",
+             "IPython.core.macro.Macro", "trace.Trace.run", "trace.Trace.runctx"}
+
 # Names a notebook has bound to modules before any import of the student's (the given cells').
 DEFAULT_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "np": "numpy",
                    "math": "math", "builtins": "builtins", "sys": "sys", "os": "os",
@@ -197,19 +228,26 @@ class Scan:
     own: set = field(default_factory=set)  # functions and classes the student defines
     attribute_definitions: dict = field(default_factory=dict)  # attr set at top level -> [(cell, node)]
     deadline: float = float("inf")  # thread CPU time after which nothing more is read
+    # name -> [(cell, statement, node, how)] in the order the notebook runs them; how: "sure"
+    # (a plain def or class that nothing before it in its cell can stop: every binding before
+    # it is gone once it ran), "binds", or "global" (a function's global: bound whenever it runs)
+    bindings: dict = field(default_factory=dict)
 
-    def uses(self, forbidden_names, student_name):
+    def uses(self, forbidden_names, student_name, before=None):
         """The first forbidden function (as listed) that student_name's code, or anything
         it reaches through the student's top-level names, uses; or None. A name matches
         its in-place form (``cumsum_``) and torch's private variants of it
-        (``_scaled_dot_product_attention_math``) too."""
+        (``_scaled_dot_product_attention_math``) too. before: the index of the test cell
+        whose check asks (only the cells before it have run, and a plain definition of a
+        name replaces the ones before it: a student who first tried torch's own function
+        under the answer's name and then wrote their own is judged on their own)."""
         lasts = {}
         for full in forbidden_names:  # torch.softmax and F.softmax: the first listed names it
             lasts.setdefault(full.split(".")[-1], full)
         if not lasts:
             return None
         fallback = None
-        for node in self._reach(student_name):  # (the answer's own name is not a use of anything)
+        for node in self._reach(student_name, before):  # (the answer's own name is not a use of anything)
             for name in _names_used(node, self.own | {student_name}):
                 if name in forbidden_names:  # as written: F.softmax
                     return name
@@ -217,20 +255,30 @@ class Scan:
                                              if names_match(name, last)), None)
         return fallback
 
-    def _reach(self, start):
-        return [node for _, node in self.reached(start)]
+    def _reach(self, start, before=None):
+        return [node for _, node in self.reached(start, before)]
 
-    def reached(self, start):
+    def live(self, name, before=None):
+        """(cell, node) of the top-level bindings of name that can hold when the cells before
+        `before` have run (all cells: None): the last sure one and those after it, and every
+        function's global binding of it."""
+        entries = [e for e in self.bindings.get(name, ()) if before is None or e[0] < before]
+        last = max((i for i, e in enumerate(entries) if e[3] == "sure"), default=0)
+        return [(e[0], e[2]) for i, e in enumerate(entries) if i >= last or e[3] == "global"]
+
+    def reached(self, start, before=None):
         """(cell, node) of the definitions start's code reaches: the top-level definitions of
-        the names it reads (not its own locals), and of attributes that top-level code sets
-        (``torch.Tensor.attend = ...``) and it uses; and theirs, and so on."""
+        the names it reads (not its own locals) that can hold when the check runs (live), and
+        of attributes that top-level code sets (``torch.Tensor.attend = ...``) and it uses;
+        and theirs, and so on."""
         todo, seen, found, nodes = [start], set(), [], set()
         while todo:
             name = todo.pop()
             if name in seen:
                 continue
             seen.add(name)
-            for cell, node in [*self.definitions.get(name, ()), *self.attribute_definitions.get(name, ())]:
+            defined = self.live(name, before) if name in self.bindings else self.definitions.get(name, ())
+            for cell, node in [*defined, *self.attribute_definitions.get(name, ())]:
                 if id(node) in nodes:
                     continue
                 nodes.add(id(node))
@@ -334,8 +382,53 @@ def parse_cell(source, depth=0):
                     body.extend(parse_cell(text, depth + 1).body)
                 except (SyntaxError, ValueError):
                     pass  # a magic's own options (`-n 10`): not Python
+    for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
+        # the Python a magic's argument runs ({...} expanded, %config's value), read in place
+        for expr in magic_expressions(call):
+            body.append(ast.copy_location(ast.Expr(expr), call))
     tree.body = body
     return tree
+
+
+def magic_expressions(call):
+    """The Python that IPython runs for a magic's argument, parsed: every ``{...}`` of a line
+    magic's argument (and of a cell magic's first line), which IPython evaluates before the
+    magic sees its text (``%pwd {anything}``), and the value of ``%config Class.trait =
+    value``, which it executes; [] for another call. The timing magics are read as code
+    already (parse_cell), and their text is not expanded."""
+    magic = _magic(ast.Expr(call)) if _callee(call) in ("run_line_magic", "run_cell_magic") else None
+    if not magic or magic[0] in RUNS_PYTHON or len(magic) < 2:
+        return []
+    found = []
+    for text in _expanded(magic[1]):
+        try:
+            found.append(ast.parse(text, mode="eval").body)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # IPython cannot evaluate it either: the text stays as it is
+    if magic[0] == "config" and "=" in magic[1]:
+        try:  # IPython: exec("cfg." + line)
+            found += [n.value for n in ast.parse("cfg." + magic[1].strip()).body if isinstance(n, ast.Assign)]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+    for expr in found:
+        for node in ast.walk(expr):  # flags quote the magic's line
+            node._grading_magic = magic[0]
+            node.lineno, node._grading_lines = getattr(call, "lineno", 0), getattr(call, "_grading_lines", None)
+    return found
+
+
+def _expanded(line):
+    """The expressions IPython's var_expand evaluates in a magic's argument (``{expr}``, with a
+    ``:spec`` read as part of the expression, as IPython's FullEvalFormatter reads it)."""
+    import string
+
+    if len(line) > MAX_CELL_CHARS:
+        return []
+    try:
+        fields = [(name, spec) for _, name, spec, _ in string.Formatter().parse(line) if name is not None]
+    except ValueError:  # IPython leaves a line it cannot format as it is
+        return []
+    return [f"{name}:{spec}" if spec else name for name, spec in fields if name.strip()]
 
 
 def _magic(node):
@@ -395,9 +488,16 @@ def scan(nb, course=None, answers=None):
         trees.append((index, tree))
     context = _Context.of(nb, trees, result.deadline)
     for index, tree in trees:
-        for node in tree.body:
+        clear = True  # nothing before this statement in its cell can stop the cell
+        for position, node in enumerate(tree.body):
+            declared = {n for sub in ast.walk(node) if isinstance(sub, ast.Global) for n in sub.names} \
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
             for name in _defined(node):
                 result.definitions.setdefault(name, []).append((index, node))
+                how = "global" if name in declared and name != node.name else \
+                    "sure" if clear and _sure_definition(node, name, context) else "binds"
+                result.bindings.setdefault(name, []).append((index, position, node, how))
+            clear = clear and _cannot_stop(node, context)
             for attr in _attributes_set(node):
                 result.attribute_definitions.setdefault(attr, []).append((index, node))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -427,13 +527,42 @@ def scan(nb, course=None, answers=None):
     return result
 
 
+def _sure_definition(node, name, context):
+    """Whether a statement certainly binds name when it runs: a plain def (no decorator, its
+    defaults constants) or class (no decorator or keywords, its bases names of modules' classes)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        defaults = [*node.args.defaults, *[d for d in node.args.kw_defaults if d is not None]]
+        return node.name == name and not node.decorator_list and all(isinstance(d, ast.Constant) for d in defaults)
+    if isinstance(node, ast.ClassDef):
+        return node.name == name and not node.decorator_list and not node.keywords and \
+            all(context.path(b) is not None for b in node.bases)
+    return False
+
+
+def _cannot_stop(node, context):
+    """Whether a top-level statement can never stop its cell (raise): an import of an
+    installed module, a sure definition, a docstring, pass."""
+    if isinstance(node, ast.Import):
+        return all(installed(a.name.split(".")[0]) for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return not node.level and installed((node.module or "").split(".")[0]) and \
+            all(a.name != "*" for a in node.names)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return _sure_definition(node, node.name, context)
+    magic = _magic(node)
+    if magic and magic[0] in ("time", "capture") and _callee(node.value) == "run_cell_magic":
+        return True  # runs the cell's body (read in place after it) in the notebook's names
+    return isinstance(node, ast.Pass) or isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+
+
 class _Context:
     """What the flags of one notebook are judged with: the dotted module path each name is
     bound to by an import or an alias of one (``F`` -> torch.nn.functional), and the names
     the student binds (a student's own ``compile`` is not the builtin)."""
 
-    def __init__(self, aliases, bound):
+    def __init__(self, aliases, bound, functions=()):
         self.aliases, self.bound = aliases, bound
+        self.functions = set(functions)  # names the student's def and class statements bind
 
     @classmethod
     def of(cls, nb, trees, deadline=float("inf")):
@@ -468,13 +597,17 @@ class _Context:
                     bound.add(node.name)
                 elif isinstance(node, ast.arg):
                     bound.add(node.arg)
-        context = cls(aliases, bound)
+        functions = {node.name for _, tree in trees for node in ast.walk(tree)
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        context = cls(aliases, bound, functions)
         for _ in range(4):  # names bound to a module's value: m = F; fn = torch.nn.functional
             changed = False
             for _, tree in trees:
                 for node in ast.walk(tree):
                     for target, value in _bindings(node):
                         path = context.path(value)
+                        if path and path.startswith("<ipython>."):
+                            continue  # (get_ipython() itself is a name to follow; what it holds is not a module)
                         if path and target not in context.aliases:
                             context.aliases[target] = path
                             changed = True
@@ -492,6 +625,8 @@ class _Context:
             node = node.value
         if isinstance(node, ast.Call) and _callee(node) in ("import_module", "__import__"):
             root = "<import>"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
+            root = "<ipython>"  # the notebook's shell: a module of names, as far as reaching goes
         elif isinstance(node, ast.Subscript) and self.path(node.value) in ("sys.modules",):
             root = "<import>"
         elif isinstance(node, ast.Name) and node.id in self.aliases:
@@ -542,8 +677,8 @@ def _defined(node):
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         declared = [name for n in ast.walk(node) if isinstance(n, ast.Global) for name in n.names]
         return [node.name, *declared]
-    if isinstance(node, ast.ClassDef):
-        return [node.name]
+    if isinstance(node, ast.ClassDef):  # its body runs at once: a global there is bound then
+        return [node.name, *[name for n in ast.walk(node) if isinstance(n, ast.Global) for name in n.names]]
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return [(a.asname or a.name).split(".")[0] for a in node.names]
     targets = []
@@ -563,6 +698,7 @@ def _defined(node):
     names += [n.name for n in _outside_functions(node)
               if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name]
     names += [n.rest for n in _outside_functions(node) if isinstance(n, ast.MatchMapping) and n.rest]
+    names += [n.name for n in _outside_functions(node) if isinstance(n, ast.ExceptHandler) and n.name]
     if isinstance(node, (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.Match)):
         for child in ast.walk(node):  # definitions inside a top-level block
             if child is not node and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
@@ -837,7 +973,8 @@ def _hiding(tree, cell, context):
                 return True
             node = node.value
         if isinstance(node, ast.Call):
-            return _callee(node) in CODE_FROM_TEXT | {"import_module", "globals", "vars"}
+            return _callee(node) in CODE_FROM_TEXT | {"import_module", "globals", "vars"} or \
+                context.path(node) is not None  # get_ipython(): the notebook's shell
         return context.path(node) is not None
 
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
@@ -853,7 +990,8 @@ def _hiding(tree, cell, context):
                 elif name_arg is not None and not isinstance(name_arg, ast.Constant):
                     flag("dynamic_access", node,
                          f"{callee} with a name built from pieces ({shown(constant_text(name_arg))})")
-            elif callee in ("vars", "globals") and (callee == "globals" or node.args and on_module(node.args[0])):
+            elif callee in ("vars", "globals") and isinstance(node.func, ast.Name) and \
+                    (callee != "vars" or node.args and on_module(node.args[0])) and context.builtin(callee):
                 flag("dynamic_access", node, f"{callee}() read as a table of names")
             elif callee == "setattr" and node.args and (_course_module(node.args[0]) or on_module(node.args[0])):
                 flag("course_module" if _course_module(node.args[0]) else "dynamic_access", node,
@@ -951,7 +1089,138 @@ def _hiding(tree, cell, context):
                     flag("course_module", node, "changes the course's code")
                 elif isinstance(target, ast.Attribute) and on_module(target.value):
                     flag("dispatch", node, f"changes torch's own objects (sets .{shown(target.attr)})")
+        _more_hiding(node, flag, context, on_module)
     return _unique(flags)
+
+
+def _plain_expression(expr):
+    """Whether an expression only reads names (``n``, ``x.shape[0]``): no call, no binding."""
+    return all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Subscript, ast.Slice,
+                              ast.Load, ast.Tuple, ast.UnaryOp, ast.USub)) for n in ast.walk(expr))
+
+
+_INSTALLED = {}
+
+
+def installed(module):
+    """Whether a top-level module name is Python's own, the course's, or installed in this
+    environment (the one the graded kernel runs in): not a file handed in with the notebook
+    or written by it, which the kernel would import from its folder."""
+    import importlib.machinery
+    import sys
+    import sysconfig
+
+    if module in _INSTALLED:
+        return _INSTALLED[module]
+    if not module or module in sys.builtin_module_names or module in sys.stdlib_module_names \
+            or module in COURSE_MODULES:
+        found = bool(module)
+    else:
+        paths = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+        try:
+            found = importlib.machinery.PathFinder.find_spec(module, sorted(paths)) is not None
+        except (ImportError, ValueError, OSError):
+            found = False
+    if len(_INSTALLED) > 4096:
+        _INSTALLED.clear()
+    _INSTALLED[module] = found
+    return found
+
+
+def _locals_call(node, context):
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "locals" \
+        and context.builtin("locals")
+
+
+def _ipython_extensions():
+    """The extensions IPython ships (%load_ext autoreload finds IPython.extensions.autoreload)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("IPython")
+    folder = Path(spec.origin).parent / "extensions" if spec and spec.origin else None
+    return {p.stem for p in folder.glob("*.py")} if folder and folder.is_dir() else set()
+
+
+def _more_hiding(node, flag, context, on_module):
+    """The ways of hiding found by trying to get round the scan: code the kernel runs that
+    the cells' text does not show (a magic's expanded argument, IPython's transformers and
+    macros, a module the submission brought or the notebook wrote, text run by the standard
+    library, pickles), the notebook's names bound out of sight (IPython's user_ns, a
+    module's names read through inspect), and code posing as a library's (__module__)."""
+    if isinstance(node, ast.Call):
+        callee = _callee(node)
+        path = context.path(node.func) or ""
+        magic = _magic(ast.Expr(node)) if callee in ("run_line_magic", "run_cell_magic") else None
+        if magic and any(not _plain_expression(e) for e in magic_expressions(node)):
+            flag("code_from_text", node, f"the %{shown(magic[0], 20)} magic runs the Python in its argument "
+                                         "({...}), out of a reader's sight")
+        if magic and magic[0] in IMPORTING_MAGICS and len(magic) > 1:
+            for name in magic[1].replace(",", " ").split():
+                if not name.startswith("-") and not installed(name.split(".")[0]) and name not in _ipython_extensions():
+                    flag("code_from_text", node, f"%{magic[0]} {shown(name)}: not an installed module, "
+                                                 "code the grader does not read")
+        if magic and magic[0] in ("macro", "alias"):
+            flag("code_from_text", node, f"the %{magic[0]} magic: code the grader cannot read")
+        last = path.split(".")[-1] if path else callee
+        runner = isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call) and \
+            f"{context.path(node.func.value.func)}.{node.func.attr}" in RUNS_TEXT  # trace.Trace().run(...)
+        if path in RUNS_TEXT or runner:
+            path = path or f"{context.path(node.func.value.func)}.{node.func.attr}"
+            text = node.args[0] if node.args else next((k.value for k in node.keywords
+                                                        if k.arg in ("stmt", "cmd", "statement", "src", "obj")), None)
+            callable_ = isinstance(text, (ast.Lambda, ast.Attribute)) or \
+                isinstance(text, ast.Name) and text.id in context.functions
+            if text is not None and not callable_:
+                flag("code_from_text", node, f"{shown(path, 40)} runs Python given as text")
+        if last == "load" and _module_of(path) == "torch" and "jit" not in path:
+            weights = next((k.value for k in node.keywords if k.arg == "weights_only"), None)
+            if weights is not None and not (isinstance(weights, ast.Constant) and weights.value is True):
+                flag("serialisation", node, "torch.load without weights_only=True: unpickles objects")
+        if last == "load" and _module_of(path) == "numpy":
+            allow = next((k.value for k in node.keywords if k.arg == "allow_pickle"), None)
+            if allow is not None and not (isinstance(allow, ast.Constant) and allow.value is False):
+                flag("serialisation", node, "numpy.load(allow_pickle=...): unpickles objects")
+        if last in ("read_pickle", "add_safe_globals", "safe_globals") and path:
+            flag("serialisation", node, f"{shown(path, 40)}: unpickles objects")
+        if last in ("getmembers", "getmembers_static", "getattr_static") and _module_of(path) == "inspect" \
+                and node.args and on_module(node.args[0]):
+            flag("dynamic_access", node, f"inspect.{last} reads a module's names")
+        if callee in ("update", "setdefault", "__setitem__") and isinstance(node.func, ast.Attribute) and \
+                _locals_call(node.func.value, context):
+            flag("dynamic_access", node, "locals() written as a table of names (at the top level: globals)")
+        if callee == "setattr" and len(node.args) >= 2 and constant_text(node.args[1]) in ("__module__", "__qualname__"):
+            flag("code_object", node, f"sets {constant_text(node.args[1])}: the code passes for a library's")
+    elif isinstance(node, ast.Attribute):
+        hook = IPYTHON_HOOKS.get(node.attr) or (IPYTHON_ROOTED.get(node.attr)
+                                                if (context.path(node.value) or "").startswith("<ipython>") else None)
+        if hook:
+            flag(hook[0], node, f"IPython's {node.attr}: {hook[1]}")
+        elif node.attr in ("meta_path", "path_hooks", "path_importer_cache") and context.path(node.value) == "sys":
+            flag("import_machinery", node, f"sys.{node.attr}")
+        elif node.attr in ("__module__", "__qualname__") and isinstance(node.ctx, ast.Store):
+            flag("code_object", node, f"sets {node.attr}: the code passes for a library's")
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        if isinstance(node, ast.ImportFrom) and node.level:
+            flag("code_from_text", node, "a relative import: code of a file the grader does not read")
+        for module in modules if not (isinstance(node, ast.ImportFrom) and node.level) else ():
+            if not installed(module.split(".")[0]):
+                flag("code_from_text", node, f"imports {shown(module)}, which is not installed here: where it "
+                                             "imports, it is a file handed in with the notebook or written by it, "
+                                             "code the grader does not read")
+            elif module.startswith("IPython.core.macro"):
+                flag("code_from_text", node, "IPython's macros: text run as code")
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in ("__module__", "__qualname__"):
+                flag("code_object", node, f"sets {target.id}: the code passes for a library's")
+            elif isinstance(target, ast.Subscript) and _locals_call(target.value, context):
+                flag("dynamic_access", node, "locals() written as a table of names (at the top level: globals)")
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+            "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" in node.value:
+        flag("serialisation", node, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: torch.load unpickles objects")
 
 
 def _torch_internal(path):
@@ -988,14 +1257,14 @@ def _outside_plain(node, cell, context):
             elif isinstance(sub.value, ast.Name):
                 path = context.path(sub)
                 top = _module_of(path)
-                if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and top != "<import>" \
+                if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and top not in ("<import>", "<ipython>") \
                         and sub.value.id in context.aliases and "." not in context.aliases[sub.value.id]:
                     flag("outside_plain", sub, f"the answer uses the {shown(top)} module, which no answer needs")
         elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
             path = context.aliases.get(sub.id)
             top = _module_of(path)
             if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and "." in path \
-                    and sub.id not in DEFAULT_MODULES:
+                    and sub.id not in DEFAULT_MODULES and top != "<ipython>":
                 flag("outside_plain", sub, f"the answer uses {shown(path)}, from a module no answer needs")
         elif isinstance(sub, ast.Call):
             callee = _callee(sub)

@@ -109,11 +109,16 @@ def collect(root, zip_path=None, assignment=None, times_path=None):
         else:
             print(f"{name}: collect failed: {(result.get('error') or '')[-300:]}")
         refused = exchange.refusals(config, name)
-        if refused:
-            print(f"  refused {len(refused)} submission(s), not collected (left in the exchange's "
+        lines = [r.line() for r in refused]
+        # and those refused while they were copied (changed after they were checked)
+        entries = tuple(f"{exchange.printable(r.entry)}: " for r in refused)
+        lines += [line.split("Not collected: ", 1)[1] for line in (result.get("log") or "").splitlines()
+                  if "Not collected: " in line and not line.split("Not collected: ", 1)[1].startswith(entries or ("\0",))]
+        if lines:
+            print(f"  refused {len(lines)} submission(s), not collected (left in the exchange's "
                   "inbound/ folder):")
-            for refusal in refused:
-                print(f"    {refusal.line()}")
+            for line in lines:
+                print(f"    {line}")
         due = exchange.duedate(layout.db_url(root), config.CourseDirectory.course_id, name)
         late = exchange.late_writes(config, name, due)
         if late:

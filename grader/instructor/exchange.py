@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nbgrader.exchange.default import ExchangeCollect, ExchangeReleaseAssignment
-from nbgrader.utils import ignore_patterns, parse_utc
+from nbgrader.utils import parse_utc
 from traitlets import Unicode
 from traitlets.config import Configurable
 
@@ -125,13 +125,16 @@ def parse_entry(name, assignment):
         raise ValueError(f"its name holds no time ({printable(parts[2][:40])!r})") from None
 
 
-def judge(path, student, strict=True, collector=None):
+def judge(path, student, strict=True, collector=None, max_bytes=None):
     """Why the submission folder at path does not belong to student, or "" where it does.
     It belongs to them where its folder and everything in it were written by their account
     (strict), or, on the local route (strict False), by that account or by the collecting
     account (collector: a uid, by default this process's), which simulates every student;
-    and it holds regular files and folders only, with a timestamp.txt that is a time."""
+    and it holds regular files and folders only, at most max_bytes of them (nbgrader's
+    max_dir_size: its copy stops the whole collect at a folder over it), with a
+    timestamp.txt that is a time."""
     collector = os.geteuid() if collector is None else collector
+    total = 0
     try:
         info = os.lstat(path)
     except OSError as e:
@@ -159,7 +162,12 @@ def judge(path, student, strict=True, collector=None):
                                 f"not {owner}")
                     if stat.S_ISDIR(mode.st_mode):
                         stack.append((item.path, depth + 1))
-                    elif not stat.S_ISREG(mode.st_mode):
+                    elif stat.S_ISREG(mode.st_mode):
+                        total += mode.st_size  # (its size as written, however little disk a sparse file takes)
+                        if max_bytes is not None and total > max_bytes:
+                            return (f"it holds more than {max_bytes / 1e6:g} MB (the largest submission "
+                                    "collect takes: nbgrader's CourseDirectory.max_dir_size)")
+                    else:
                         kind = "a symbolic link" if stat.S_ISLNK(mode.st_mode) else "not a regular file"
                         return f"{rel} in it is {kind}; a submission holds regular files only"
         except OSError as e:
@@ -173,7 +181,7 @@ def judge(path, student, strict=True, collector=None):
     return ""
 
 
-def sort_inbound(inbound, assignment, student="*", strict=True, collector=None):
+def sort_inbound(inbound, assignment, student="*", strict=True, collector=None, max_bytes=None):
     """The submissions of assignment in inbound/ (of one student, or all): ([(student,
     time, folder name)] that belong to their student, [Refusal])."""
     accepted, refused = [], []
@@ -186,7 +194,7 @@ def sort_inbound(inbound, assignment, student="*", strict=True, collector=None):
         except ValueError as e:
             refused.append(Refusal(name, "", str(e)))
             continue
-        reason = judge(path, who, strict, collector)
+        reason = judge(path, who, strict, collector, max_bytes)
         if reason:
             refused.append(Refusal(name, who, reason))
         else:
@@ -265,10 +273,17 @@ def _inbound(config):
     return Path(config.Exchange.root) / config.CourseDirectory.course_id / "inbound"
 
 
+def max_bytes(config):
+    """The most bytes a submission may hold: nbgrader's max_dir_size (in kB)."""
+    from nbgrader.coursedir import CourseDirectory
+
+    return 1000 * CourseDirectory(config=config).max_dir_size
+
+
 def refusals(config, assignment):
     """[Refusal] for assignment's submissions in the configured exchange (for make collect)."""
     strict = bool(config.ExchangeCollect.get("check_owner", True))
-    return sort_inbound(_inbound(config), assignment, strict=strict)[1]
+    return sort_inbound(_inbound(config), assignment, strict=strict, max_bytes=max_bytes(config))[1]
 
 
 def late_writes(config, assignment, duedate=None):
@@ -277,7 +292,7 @@ def late_writes(config, assignment, duedate=None):
     if not config.ExchangeCollect.get("check_owner", True):
         return []
     inbound = _inbound(config)
-    accepted = sort_inbound(inbound, assignment, strict=True)[0]
+    accepted = sort_inbound(inbound, assignment, strict=True, max_bytes=max_bytes(config))[0]
     before = bool(config.ExchangeCollect.get("before_duedate", False))
     late = [late_write(inbound / name, name, who, when)
             for who, (when, name) in choose(accepted, duedate, before).items()]
@@ -302,7 +317,8 @@ class OwnedCollect(ExchangeCollect):
         student = self.coursedir.student_id or "*"
         self._strict = self.check_owner
         accepted, self.refused = sort_inbound(self.inbound_path, self.coursedir.assignment_id,
-                                              student, strict=self.check_owner)
+                                              student, strict=self.check_owner,
+                                              max_bytes=1000 * self.coursedir.max_dir_size)
         for refusal in self.refused:
             self.log.warning("Not collected: %s", refusal.line())
         chosen = choose(accepted, self._duedate(), self.before_duedate)
@@ -314,30 +330,157 @@ class OwnedCollect(ExchangeCollect):
         return duedate(self.coursedir.db_url, self.coursedir.course_id, self.coursedir.assignment_id)
 
     def copy_files(self):
-        # the owners were checked in init_src, refusing rather than warning
-        strict, self.check_owner = self.check_owner, False
-        try:
-            super().copy_files()
-        finally:
-            self.check_owner = strict
+        """nbgrader's loop over the chosen submissions, one student at a time: a submission
+        that cannot be copied as it was judged (changed since, or over a bound) is refused
+        and listed, the student's earlier copy in submitted/ stays, and the rest of the class
+        is collected (nbgrader's own loop stops at the first error, having deleted the
+        earlier copy first)."""
+        if not self.src_records:
+            self.log.warning("No submissions of '%s' for course '%s' to collect",
+                             self.coursedir.assignment_id, self.coursedir.course_id)
+        for rec in self.src_records:
+            student, name = rec["username"], rec["filename"]
+            src = os.path.join(self.inbound_path, name)
+            dest = self.coursedir.format_path(self.coursedir.submitted_directory, student,
+                                              self.coursedir.assignment_id)
+            parent_existed = os.path.isdir(os.path.dirname(dest))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            if os.path.isdir(dest):
+                existing = self.coursedir.get_existing_timestamp(dest)
+                newer = self.update and (existing is None or rec["timestamp"] > existing)
+                if not (newer or (self.before_duedate and existing != rec["timestamp"])):
+                    self.log.info("No newer submission to collect: %s %s", student, self.coursedir.assignment_id)
+                    continue
+            partial = f"{dest}.collecting"
+            shutil.rmtree(partial, ignore_errors=True)
+            try:
+                self.do_copy(src, partial)
+            except (Unsafe, OSError) as e:
+                shutil.rmtree(partial, ignore_errors=True)
+                if not parent_existed:
+                    shutil.rmtree(os.path.dirname(dest), ignore_errors=True)
+                reason = str(e) if isinstance(e, Unsafe) else f"it could not be copied ({e.strerror})"
+                refusal = Refusal(name, student, reason)
+                self.refused.append(refusal)
+                self.log.warning("Not collected: %s", refusal.line())
+                continue
+            self.log.info("%s submission: %s %s", "Updating" if os.path.isdir(dest) else "Collecting",
+                          student, self.coursedir.assignment_id)
+            shutil.rmtree(dest, ignore_errors=True)
+            os.rename(partial, dest)
 
     def do_copy(self, src, dest, log=None):
-        """nbgrader's copy, keeping links as links (grading then refuses them) rather than
-        copying what they point to, which the collecting account may read and the student not."""
-        size = self.get_size(src)
-        if size > 1000 * self.coursedir.max_dir_size:
-            raise RuntimeError(f"Directory size is too big. Size is {size}, maximum size is "
-                               f"{1000 * self.coursedir.max_dir_size}")
-        late = None
-        if getattr(self, "_strict", False) and src in getattr(self, "_names", {}):
-            who, when = self._names[src]
-            late = late_write(src, os.path.basename(src), who, when)
-        shutil.copytree(src, dest, symlinks=True,
-                        ignore=ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                               max_file_size=self.coursedir.max_file_size, log=self.log))
-        if late is not None:
-            (Path(dest) / "timestamp.txt").write_text(late.written.strftime(TIME_FORMAT))
-            self.log.warning("Handed in later than it says: %s", late.line())
+        """Copy the submission folder as it was judged (init_src): through file descriptors
+        opened without following links, each folder and file checked again as it is
+        opened (a regular file or folder, written by the same account), at most
+        max_dir_size bytes in all. A check then a copy by name would copy whatever the
+        student put at that name in between: a link to the instructor's solutions, which
+        the collecting account can read. Unsafe (nothing copied) where it is not."""
+        who, when = getattr(self, "_names", {}).get(src, (None, None))
+        strict = getattr(self, "_strict", False) and who is not None
+        newest = copy_folder(src, dest, owner=_owner_uid(who) if strict else None,
+                             max_bytes=1000 * self.coursedir.max_dir_size,
+                             max_file_bytes=1000 * self.coursedir.max_file_size, ignore=self.coursedir.ignore,
+                             include=self.coursedir.include, log=self.log)
+        if strict:  # the times of what was copied, read from the copy: not a name that could change since
+            claimed = claimed_at(dest, when)
+            written = datetime.datetime.fromtimestamp(newest, datetime.timezone.utc)
+            if written - claimed > TIME_TOLERANCE:
+                late = LateWrite(os.path.basename(src), who, claimed, written)
+                (Path(dest) / "timestamp.txt").write_text(late.written.strftime(TIME_FORMAT))
+                self.log.warning("Handed in later than it says: %s", late.line())
+
+
+class Unsafe(Exception):
+    """A submission that cannot be copied as it was judged (the reason)."""
+
+
+def _owner_uid(student):
+    try:
+        return pwd.getpwnam(student).pw_uid
+    except KeyError:
+        raise Unsafe(f"there is no account {printable(student)}") from None
+
+
+def copy_folder(src, dest, owner=None, max_bytes=None, max_file_bytes=None, ignore=(), include=("*",),
+                log=None):
+    """Copy the folder src to dest (created) through file descriptors, never following a
+    link: src and everything in it must be folders and regular files of one account (owner,
+    where given), at most MAX_DEPTH deep, MAX_ENTRIES entries and max_bytes in all; a file
+    over max_file_bytes, or a name that `ignore` matches or `include` does not, is left out
+    (and logged), as nbgrader's copy leaves it. Unsafe, with the reason, otherwise. Returns
+    the newest change time (ctime) of what it opened: when the copy was last written."""
+    import fnmatch
+
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        top = os.open(src, flags | os.O_DIRECTORY)
+    except OSError as e:
+        raise Unsafe(f"it is no longer a folder that can be read ({e.strerror}): it changed after it "
+                     "was checked") from None
+    counts = {"entries": 0, "bytes": 0, "newest": 0.0}
+    try:
+        info = os.fstat(top)
+        counts["newest"] = info.st_ctime
+        if owner is not None and info.st_uid != owner:
+            raise Unsafe(f"it changed after it was checked: it is now the account {_account(info.st_uid)}'s")
+        uid = info.st_uid
+
+        def copy(fd, target, depth):
+            if depth > MAX_DEPTH:
+                raise Unsafe(f"its folders are nested more than {MAX_DEPTH} deep")
+            os.mkdir(target, 0o700)
+            for name in sorted(os.listdir(fd)):
+                counts["entries"] += 1
+                if counts["entries"] > MAX_ENTRIES:
+                    raise Unsafe(f"it holds more than {MAX_ENTRIES} files")
+                if any(fnmatch.fnmatch(name, p) for p in ignore) or \
+                        not any(fnmatch.fnmatch(name, p) for p in include or ("*",)):
+                    continue
+                rel = printable(os.path.normpath(os.path.join(os.path.relpath(target, dest), name)))
+                try:
+                    child = os.open(name, flags, dir_fd=fd)
+                except OSError as e:
+                    raise Unsafe(f"{rel} in it cannot be opened without following a link ({e.strerror})") from None
+                try:
+                    mode = os.fstat(child)
+                    counts["newest"] = max(counts["newest"], mode.st_ctime)
+                    if mode.st_uid != uid:
+                        raise Unsafe(f"{rel} in it was written by the account {_account(mode.st_uid)}, "
+                                     f"not {_account(uid)}")
+                    if stat.S_ISDIR(mode.st_mode):
+                        copy(child, os.path.join(target, name), depth + 1)
+                    elif stat.S_ISREG(mode.st_mode):
+                        if max_file_bytes is not None and mode.st_size > max_file_bytes:
+                            if log:
+                                log.warning("File '%s' exceeds %d bytes and will not be collected", rel, max_file_bytes)
+                            continue
+                        counts["bytes"] += mode.st_size
+                        if max_bytes is not None and counts["bytes"] > max_bytes:
+                            raise Unsafe(f"it holds more than {max_bytes / 1e6:g} MB (the largest submission "
+                                         "collect takes: nbgrader's CourseDirectory.max_dir_size)")
+                        _copy_file(child, os.path.join(target, name), mode.st_size)
+                    else:
+                        raise Unsafe(f"{rel} in it is not a regular file; a submission holds regular files only")
+                finally:
+                    os.close(child)
+
+        copy(top, dest, 0)
+    finally:
+        os.close(top)
+    return counts["newest"]
+
+
+def _copy_file(fd, target, size):
+    """The bytes of the open file fd (no more than it had when opened) into a new file."""
+    with open(target, "xb") as out:
+        left = size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            out.write(chunk)
+            left -= len(chunk)
 
 
 class KeptRelease(ExchangeReleaseAssignment):

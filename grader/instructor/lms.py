@@ -63,11 +63,14 @@ CANVAS = re.compile(r"^(?:(?P<name>\w*?)_)??(?:(?P<late>late)_)?(?P<uid>\d+)_(?P
                     re.IGNORECASE)
 # Moodle (assign download): "<full name>_<participant id>_assignsubmission_file" then "_<file>"
 # (flat) or "/<file>" (folders; older versions end the folder name with "_").
-MOODLE = re.compile(r"^(?:.*/)?(?P<name>[^/]*?)_(?P<uid>\d+)_assignsubmission_file(?:_?/(?:.*/)?|_)(?P<file>[^/]+)$")
-MOODLE_OTHER = re.compile(r"^(?:.*/)?(?P<name>[^/]*?)_(?P<uid>\d+)_(?:assignsubmission|assignfeedback)_(?P<kind>[a-z]+)")
+# The LMS writes the start of each name, the student the rest (their file's own name, and in
+# Moodle its folders): each pattern takes the first match from the start, so a student's
+# file named like a classmate's entry stays the student's.
+MOODLE = re.compile(r"^(?:[^/]*?/)??(?P<name>[^/]*?)_(?P<uid>\d+)_assignsubmission_file(?:_?/(?:.*/)?|_)(?P<file>[^/]+)$")
+MOODLE_OTHER = re.compile(r"^(?:[^/]*?/)??(?P<name>[^/]*?)_(?P<uid>\d+)_(?:assignsubmission|assignfeedback)_(?P<kind>[a-z]+)")
 # Blackboard (Grade Center "Assignment File Download"): "<assignment>_<username>_attempt_<time>"
 # then "_<file>"; the same stem with ".txt" is Blackboard's receipt.
-BLACKBOARD = re.compile(r"^(?P<assignment>.*)_(?P<uid>[^_/]+)_attempt_"
+BLACKBOARD = re.compile(r"^(?P<assignment>.*?)_(?P<uid>[^_/]+)_attempt_"
                         r"(?P<time>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)(?:_(?P<file>.+)|\.txt)$")
 # What LMSs and browsers append to a file handed in again: "-1", " (1)".
 RESUBMITTED = re.compile(r"^(?P<stem>.*?)(?:-(?P<n>\d+)| \((?P<p>\d+)\))$")
@@ -162,19 +165,55 @@ def _notebook_name(filename, notebooks):
     return base, version
 
 
-def parse(path, notebooks, tz="UTC"):
-    """What an entry's name says: a Found, or (None, reason) when it is not a submission."""
+def shapes(path):
+    """The LMSs whose naming an entry's name fits (a student's own part of the name can make
+    it fit a second one: a Canvas file named like a Moodle entry)."""
+    base = PurePosixPath(path).name
+    found = set()
+    if MOODLE.match(path) or MOODLE_OTHER.match(path):
+        found.add("moodle")
+    if BLACKBOARD.match(base):
+        found.add("blackboard")
+    if CANVAS.match(base):
+        found.add("canvas")
+    return found
+
+
+def zip_lms(names):
+    """The LMS that wrote most of a download's entries: the naming most of them fit and no
+    other (each entry's LMS part is the LMS's: one student's file cannot outvote the class);
+    None where none does."""
+    import collections
+
+    votes = collections.Counter(next(iter(fits)) for fits in map(shapes, names) if len(fits) == 1)
+    order = ("moodle", "blackboard", "canvas")  # on a tie, parse's own order
+    return max(votes, key=lambda lms: (votes[lms], -order.index(lms))) if votes else None
+
+
+def entry_lms(path, download_lms):
+    """The LMS whose naming an entry is read by: None (any, in parse's order) where it fits
+    one naming or none; where it fits several (a student named their file like another
+    LMS's entry), the download's own LMS (zip_lms)."""
+    fits = shapes(path)
+    if len(fits) < 2:
+        return None
+    return download_lms if download_lms in fits else next(l for l in ("moodle", "blackboard", "canvas") if l in fits)
+
+
+def parse(path, notebooks, tz="UTC", lms=None):
+    """What an entry's name says: a Found, or (None, reason) when it is not a submission.
+    lms: read the name by this LMS's naming only (entry_lms); None: any, in this order."""
     if SYSTEM.search(path):
         return None, "a file the operating system adds to archives"
     ext = PurePosixPath(path).suffix.lower()
     base = PurePosixPath(path).name
-    m = MOODLE.match(path)
+    m = MOODLE.match(path) if lms in (None, "moodle") else None
     if m:
         return _found(path, "moodle", m["uid"], m["name"], m["file"], notebooks)
-    m = MOODLE_OTHER.match(path)
+    m = MOODLE_OTHER.match(path) if lms in (None, "moodle") else None
     if m:
         return None, f"Moodle {m['kind']} entry, not a file submission"
-    m = BLACKBOARD.match(base)
+    m = BLACKBOARD.match(base) if lms in (None, "blackboard") else None
     if m:
         if not m["file"]:
             return None, "Blackboard's submission receipt"
@@ -186,10 +225,10 @@ def parse(path, notebooks, tz="UTC"):
         return found
     if ext != NOTEBOOK:
         return None, f"not a notebook ({ext or 'no extension'})"
-    canvas = CANVAS.match(base)
+    canvas = CANVAS.match(base) if lms in (None, "canvas") else None
     if canvas and _notebook_name(canvas["file"], notebooks)[0] in notebooks:
         return _canvas(path, canvas, notebooks)
-    for nb in sorted(notebooks, key=len, reverse=True):
+    for nb in sorted(notebooks, key=len, reverse=True) if lms is None else ():
         stem = nb[: -len(NOTEBOOK)]
         m = re.match(rf"^(?P<sid>[^\W_][\w.@-]*?)_(?P<file>{re.escape(stem)}(?:-\d+| \(\d+\))?\.ipynb)$",
                      base, re.IGNORECASE)
@@ -298,8 +337,9 @@ def plan(names, notebooks, roster, settings, due=None, entry_times=None, times=N
     handed in (pure: no files). ``times``: a submission_times.Times, or None."""
     result = Result(assignment="")
     candidates, owners = {}, {}
+    download_lms = zip_lms(names)
     for path in names:
-        found, reason = parse(path, notebooks, settings.timezone)
+        found, reason = parse(path, notebooks, settings.timezone, entry_lms(path, download_lms))
         if not found:
             result.skipped.append((path, reason))
             continue

@@ -404,3 +404,56 @@ print(json.dumps({"USER": os.environ.get("USER"), "LOGNAME": os.environ.get("LOG
     graded = json.loads(nb.cells[0].outputs[0].text.strip().splitlines()[-1])
     assert graded == lab, (graded, lab)
     assert lab["USER"] == srv.ada and lab["HOME"] == f"/home/{srv.ada}" and lab["cwd"] == folder
+
+
+def test_an_oversized_submission_is_refused_and_the_class_collected(handed_in):
+    """bob hands in a folder with a 150 MB sparse file (his own, no disk to speak of) and the
+    newest time: nbgrader's copy raised on it and stopped the collect of everyone after it,
+    at every run. It is refused with the reason; ada's is collected as before."""
+    srv, *_ = handed_in
+    folder = f"/home/{srv.bob}/big/{A}"
+    write_as(srv.bob, f"{folder}/{NB}", nbformat.writes(synthetic.answered(srv.course, A, A)))
+    as_user(srv.bob, sys.executable, "-c", "import sys; open(sys.argv[1], 'wb').truncate(150 * 10**6)",
+            f"{folder}/big.bin")
+    entry = srv.inbound() / f"{srv.bob}+{A}+2100-06-01 00:00:00.000000 UTC+big"
+    as_user(srv.bob, "cp", "-r", "--sparse=always", folder, str(entry))
+    collected = srv.course / "submitted" / srv.bob / A / NB
+    before = collected.read_text()
+    out = srv.instructor_runs("collect", "--assignment", A).stdout
+    assert "collect failed" not in out, out
+    assert f"{entry.name}: it holds more than 100 MB" in out, out
+    assert collected.read_text() == before  # his newest one he may hand in is what stays
+    as_user(srv.bob, "rm", "-rf", str(entry))
+
+
+def test_a_submission_swapped_for_a_link_after_the_check_is_not_followed(handed_in, capsys, monkeypatch):
+    """bob hands in again, and once collect has checked his folder, swaps it for a link to the
+    instructor's solutions (he may rename and link his own entries in inbound/): a copy by
+    name took the solutions as bob's. Run here, in this process, as collect would, with the
+    swap between its check and its copy."""
+    from grader.instructor import cli
+
+    srv, *_ = handed_in
+    folder = f"/home/{srv.bob}/again/{A}"
+    write_as(srv.bob, f"{folder}/{NB}", nbformat.writes(synthetic.answered(srv.course, A, A)))
+    entry = srv.inbound() / f"{srv.bob}+{A}+2100-07-01 00:00:00.000000 UTC+again"
+    as_user(srv.bob, "cp", "-r", folder, str(entry))
+    collected = srv.course / "submitted" / srv.bob / A
+    before = (collected / NB).read_text()
+    solutions = srv.course / "solutions" / A
+    checked = exchange.OwnedCollect.init_src
+
+    def then_swap(self):
+        checked(self)
+        as_user(srv.bob, "sh", "-c", f'mv "{entry}" "{entry}.kept" && ln -s "{solutions}" "{entry}"')
+    monkeypatch.setattr(exchange.OwnedCollect, "init_src", then_swap)
+    try:
+        cli.collect(srv.course, assignment=A)
+    finally:
+        _root("chown", "-R", f"{srv.instructor}:{srv.instructor}", str(srv.course))
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if entry.name in l)
+    assert "a link" in line, out
+    assert (collected / NB).read_text() == before  # his earlier copy stays
+    assert not any("BEGIN SOLUTION" in p.read_text() for p in collected.iterdir() if p.is_file())
+    as_user(srv.bob, "rm", "-rf", str(entry), f"{entry}.kept")

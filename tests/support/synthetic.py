@@ -408,6 +408,13 @@ OWN_ROUTES = {  # found by trying further
         f"scaled_dot_product_attention = types.FunctionType(_impl.__code__, {{'attend': getattr(F, {_HIDDEN})}})\n",
         False, True, {"code_object"}),
 }
+def hidden_in_a_magic(code):
+    """05's answer wrong as written, then `code` run by a line magic's {...} (which IPython
+    evaluates before the magic sees its text), hex-encoded."""
+    return ("def scaled_dot_product_attention(q, k, v, mask=None):\n    return torch.zeros_like(v)\n"
+            f"%pwd {{exec(bytes.fromhex('{code.encode().hex()}').decode())}}\n")
+
+
 # 08: torch.softmax kept as a default argument of online_softmax (its rules forbid it)
 SOFTMAX_DEFAULT = ("def online_softmax(scores, _softmax=getattr(torch, ''.join(reversed('xamtfos')))):\n"
                    "    return _softmax(scores, dim=-1)\n")

@@ -218,7 +218,9 @@ EXERCISES["online_softmax"] = Exercise(
         "one_pass": Focus("reads each row once, a score at a time", case="plain",
                           invariants=(ONE_PASS,), values=True),
     },
-    attends=changes_with(["scores"], "the scores"), shortcuts=("torch.softmax", "F.softmax", "torch.logsumexp"),
+    attends=changes_with(["scores"], "the scores"),
+    shortcuts=("torch.softmax", "F.softmax", "torch.logsumexp",  # and the same under other names:
+               "F.softmin", "F.log_softmax", "torch.log_softmax", "nn.Softmax", "nn.Softmin", "nn.LogSoftmax"),
     diagnosis=Diagnosis(
         sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]},
         reads=diagnosis.reads("scores", N="-1"),

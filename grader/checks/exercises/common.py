@@ -264,7 +264,8 @@ ATTENTION_VARIANTS = (diagnosis.fill_variants, diagnosis.scale_variants, diagnos
 
 
 ATTENTION_SHORTCUTS = ("F.scaled_dot_product_attention", "nn.MultiheadAttention",
-                       "F.multi_head_attention_forward")
+                       "F.multi_head_attention_forward",
+                       "torch.nn.attention.flex_attention.flex_attention")  # attention with a score hook
 
 
 def bump(value, taken):
