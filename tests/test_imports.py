@@ -127,3 +127,15 @@ def test_importing_the_course_layout_changes_nothing():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          cwd=PACKAGE.parent)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_grading_imports_nothing_of_the_instructors_tools():
+    """Grading is below the instructor's tools: the late policy and the extensions that a
+    grade depends on live in grader/grading/ (late.py, extensions.py), and the tools
+    (exports, feedback, the formgrader, LMS downloads) build on grading, never the reverse."""
+    graph = import_graph()
+    for module, imports in graph.items():
+        if _under(module, "grader.grading"):
+            wrong = {m for m in imports if _under(m, "grader.instructor")}
+            assert not wrong, f"{module} imports {sorted(wrong)}"
+

@@ -222,7 +222,7 @@ def test_the_report_shows_the_same_late_penalties_extension_and_unknown_lateness
     assert "| grace | Grace Hopper | 7 / 10 (late) |" in students
     assert "| zoe | Zoë Ångström | 10 / 10 |" in students
     late_part = text.split("## Late\n")[1].split("\n## ")[0]
-    assert "| grace | 05_scaled_attention | 2025-10-03 18:00 UTC | 2025-10-01 17:00 UTC | 2 d 1 h | 3 | 7 / 10 |" in late_part
+    assert "| grace | 05_scaled_attention | 2025-10-03 18:00 UTC | 2025-10-01 17:00 UTC | 2 days 1 hour | 3 | 7 / 10 |" in late_part
     assert "| zoe |" not in late_part and "| dan |" not in late_part
     unknown = text.split("## Lateness unknown")[1].split("\n## ")[0]
     assert "| dan |" in unknown and "TIMES=" in unknown and "| grace |" not in unknown

@@ -46,8 +46,7 @@ import time
 import warnings
 from pathlib import Path
 
-from grader.instructor import extensions, late
-from grader.grading import layout
+from grader.grading import extensions, late, layout
 from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, Record
 from grader.grading.status import Status, fingerprint, grading_inputs
 from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission

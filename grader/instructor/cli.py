@@ -17,8 +17,7 @@ import argparse
 import os
 from pathlib import Path
 
-from grader.instructor import late
-from grader.grading import layout
+from grader.grading import late, layout
 
 
 def _api(root, **settings):
