@@ -49,16 +49,26 @@ class Status:
         by_assignment[assignment] = entry
 
     def set(self, student, assignment, entry):
-        self._put(student, assignment, entry)
+        self.set_many([(student, assignment, entry)])
+
+    def set_many(self, items):
+        """Record several entries ((student, assignment, entry)) with one write: the whole
+        file for a small class or when the journal is due to be folded, else one append to
+        the journal."""
+        if not items:
+            return
+        for student, assignment, entry in items:
+            self._put(student, assignment, entry)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._count < SMALL or self._journaled + 1 >= self._count // 8:
+        if self._count < SMALL or self._journaled + len(items) >= self._count // 8:
             self._write()
             return
-        line = json.dumps({"student": student, "assignment": assignment, "entry": entry},
-                          sort_keys=True)
+        lines = "".join("\n" + json.dumps({"student": student, "assignment": assignment, "entry": entry},
+                                          sort_keys=True) + "\n"  # never glued to a line a kill cut short
+                        for student, assignment, entry in items)
         with open(self.journal, "a") as f:
-            f.write("\n" + line + "\n")  # never glued to a line a kill cut short
-        self._journaled += 1
+            f.write(lines)
+        self._journaled += len(items)
 
     def flush(self):
         """Fold the journal into the file (at the end of a run)."""

@@ -25,9 +25,11 @@ before the late penalty (nbgrader has no penalty column; the score after it is i
 grades.csv, the Canvas CSV, the report and the feedback). Long tables are paged (50 rows
 a page, DataTables' own paging, which nbgrader turns off).
 
-Enabled for the course's environment by `make install`
-(`jupyter server extension enable --sys-prefix grader.instructor.formgrader`); it does
-nothing where nbgrader's formgrader is not enabled.
+Enabled for the course's environment by `make install` (`python -m
+grader.instructor.formgrader enable`, which writes the extension's file in the
+environment's jupyter_server_config.d, as an installed package's would be; `--user` for
+the user's ~/.jupyter instead, `disable` to take it out); it does nothing where nbgrader's
+formgrader is not enabled.
 """
 import datetime
 import functools
@@ -577,3 +579,38 @@ def _load_jupyter_server_extension(serverapp):
 
 
 load_jupyter_server_extension = _load_jupyter_server_extension
+
+CONFIG_FILE = "grader-instructor-formgrader.json"
+
+
+def config_path(user=False):
+    """The extension's file in jupyter_server_config.d: the environment's, or the user's."""
+    import sys
+
+    from jupyter_core.paths import jupyter_config_dir
+
+    base = Path(jupyter_config_dir()) if user else Path(sys.prefix) / "etc" / "jupyter"
+    return base / "jupyter_server_config.d" / CONFIG_FILE
+
+
+def main(argv=None):
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m grader.instructor.formgrader",
+                                     description="Enable or disable the course's formgrader extension.")
+    parser.add_argument("action", choices=["enable", "disable"])
+    parser.add_argument("--user", action="store_true", help="in ~/.jupyter instead of this environment")
+    args = parser.parse_args(argv)
+    path = config_path(args.user)
+    if args.action == "enable":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"ServerApp": {"jpserver_extensions": {"grader.instructor.formgrader": True}}}, indent=2) + "\n")
+        print(f"course formgrader enabled: {path}")
+    else:
+        path.unlink(missing_ok=True)
+        print(f"course formgrader disabled: {path} removed")
+
+
+if __name__ == "__main__":
+    main()
