@@ -49,7 +49,7 @@ from pathlib import Path
 
 from grader.grading import extensions, late, layout
 from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, Record
-from grader.grading.status import Status, fingerprint, grading_inputs
+from grader.grading.status import Status, fingerprint, grading_inputs, quick_signature
 from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission
 
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
@@ -177,10 +177,14 @@ def grade_task(job, expected_environment, shared=None):
     if problem:
         raise UnfitWorker(problem)
     if shared is not None:
-        job = dataclasses.replace(job, gradebook=shared["gradebook"], source=shared["source"],
-                                  config=shared["config"])
+        job = _with_shared(job, shared)
     with _ONE_AT_A_TIME:
         return grade_submission(job)
+
+
+def _with_shared(job, shared):
+    """The job with its assignment's shared data (Grading._shared) filled in."""
+    return dataclasses.replace(job, gradebook=shared["gradebook"], source=shared["source"], config=shared["config"])
 
 
 def _shared_data(data):
@@ -260,7 +264,8 @@ def _close_quietly(client, cluster):
 
     with contextlib.redirect_stderr(io.StringIO()):
         try:
-            client.close()
+            if client is not None:
+                client.close()
         except Exception:
             pass
         if cluster is not None:
@@ -278,6 +283,8 @@ def _duedate(gb, assignment):
 
 
 class Grading:
+    task = staticmethod(grade_task)  # what each submission's Dask task runs
+
     def __init__(self, root, jobs=1, device=None, force=False, budget=None, scheduler=None,
                  call_timeout=None, memory=WORKER_MEMORY):
         self.root = Path(root)
@@ -295,21 +302,32 @@ class Grading:
         self._pending = []  # status entries of results merged but not committed yet
         self._last_commit = time.monotonic()
         self._cells = {}  # assignment -> grader.grading.merge.AssignmentCells
+        self._quick = {}  # (student, assignment) -> the quick_signature of the folder graded
 
     # --- what to grade --------------------------------------------------------------
 
     def plan(self, students=None, assignments=None):
-        """(jobs to run, results known without running: refused submissions, skipped count)."""
+        """(jobs to run, results known without running: refused submissions, skipped count).
+
+        A submission whose folder looks to the OS as it did when it was graded (its
+        quick_signature: every entry's size, inode and times, with the same grading inputs
+        and settings) is skipped without reading its files; any other is read and
+        fingerprinted, and skipped when its fingerprint is the one recorded."""
         from nbgrader.api import Gradebook
 
         settings = vars(self.settings)
         with Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
             inputs = {a: grading_inputs(self.root, a, _duedate(gb, a))
                       for a in layout.assignments(self.root)}
-        todo, refused, skipped = [], [], 0
+        todo, refused, skipped, seen = [], [], 0, []
         for student, assignment in layout.discover(self.root, students, assignments):
             folder = self.root / "submitted" / student / assignment
+            entry = self.status.get(student, assignment)
             try:
+                quick = quick_signature(folder, inputs[assignment], settings)
+                if not self.force and entry and entry.get("fingerprint") and entry.get("quick") == quick:
+                    skipped += 1
+                    continue
                 files = read_submission(folder)
                 fp = fingerprint(files, inputs[assignment], settings)
             except Exception as err:  # Refused, or anything else: that submission's problem
@@ -318,11 +336,13 @@ class Grading:
                 fp = fingerprint({}, inputs[assignment], {**settings, "refused": reason})
                 refused.append((SubmissionResult(student, assignment, NEEDS_ATTENTION, reason), fp))
                 continue
-            entry = self.status.get(student, assignment)
             if not self.force and entry and entry.get("fingerprint") == fp:
                 skipped += 1
+                seen.append((student, assignment, {**entry, "quick": quick}))  # read once; next time not
                 continue
+            self._quick[(student, assignment)] = quick
             todo.append((student, assignment, files, fp))
+        self.status.set_many(seen)
         return todo, refused, skipped
 
     def _shared(self, assignment, workdir):
@@ -343,6 +363,14 @@ class Grading:
                 expected[assignment] = layout.expected_notebooks(self.root, assignment)
             yield Job(student, assignment, expected[assignment], files, {}, b"", "", self.settings,
                       granted.get((student, assignment))), fp
+
+    def complete_jobs(self, todo, workdir):
+        """(complete Job, fingerprint) for each submission: to grade in this process."""
+        shared = {}
+        for job, fp in self._jobs(todo):
+            if job.assignment not in shared:
+                shared[job.assignment] = self._shared(job.assignment, workdir)
+            yield _with_shared(job, shared[job.assignment]), fp
 
     # --- the run --------------------------------------------------------------------
 
@@ -371,7 +399,7 @@ class Grading:
                     self._grade(todo, summary, progress)
             finally:
                 self._open_gradebook = None
-                self.status.flush()
+                self.status.fold_if_due()
         return summary
 
     def _grade(self, todo, summary, progress):
@@ -380,8 +408,9 @@ class Grading:
         bar.note(f"{len(todo)} submission(s) to grade on {where}" + ("" if self.scheduler else " (starting them)"))
         interrupted = _Interrupt()
         try:
-            with tempfile.TemporaryDirectory(prefix="autograde-") as workdir, interrupted:
-                for result, fp in self._map(self._jobs(todo), len(todo), workdir, bar):
+            with tempfile.TemporaryDirectory(prefix="autograde-") as workdir, interrupted, \
+                    contextlib.closing(self._map(self._jobs(todo), len(todo), workdir, bar)) as results:
+                for result, fp in results:
                     with interrupted.deferred():  # Ctrl-C now stops after this result is recorded
                         status = self.merge_safely(result, fp)
                         self._count(summary, result, status)
@@ -416,8 +445,9 @@ class Grading:
         with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                               "distributed.scheduler.worker-saturation": 1.0,
                               "distributed.worker.daemon": False}), _quiet_dask():
-            cluster, client = self._connect(min(self.jobs, count))
+            cluster = client = None
             try:
+                cluster, client = self._connect(min(self.jobs, count))
                 if self.scheduler:
                     self._check_cluster(client)
                 else:
@@ -504,7 +534,7 @@ class Grading:
                     shared[job.assignment] = client.submit(_shared_data, data, pure=False,
                                                            key=f"assignment-{job.assignment}-{fp[:12]}")
                 key = f"grade-{job.student}-{job.assignment}-{fp[:12]}"
-                future = client.submit(grade_task, job, expected, shared[job.assignment], key=key, pure=False)
+                future = client.submit(self.task, job, expected, shared[job.assignment], key=key, pure=False)
                 futures[future] = (job, fp)
                 running.add(future)
 
@@ -610,7 +640,8 @@ class Grading:
         student, assignment = result.student, result.assignment
         final = self.root / "autograded" / student / assignment
         record = Record(result.status, None if result.retry else fp,  # no fingerprint: graded again
-                        time.time(), round(result.elapsed, 2))
+                        time.time(), round(result.elapsed, 2),
+                        quick=None if result.retry or not fp else self._quick.get((student, assignment)))
         with self._gradebook() as gb:
             cells = self._cells.get(assignment)
             if cells is None:
@@ -737,10 +768,12 @@ def main(argv=None):
         print(line)
     if interrupted:
         kept = summary[GRADED] + summary[NEEDS_ATTENTION]
+        left = summary.get("not_reached", 0)
         print(f"autograde: INTERRUPTED (Ctrl-C): {kept} submission(s) finished in this run are recorded and kept "
-              f"({summary[GRADED]} graded, {summary[NEEDS_ATTENTION]} need attention); the rest were not graded. "
-              "Run the same command again, without FORCE=1, to grade the rest: what is recorded is skipped.",
-              file=sys.stderr)
+              f"({summary[GRADED]} graded, {summary[NEEDS_ATTENTION]} need attention); {left} were not graded.\n"
+              "  A plain `make autograde` (no FORCE=1) continues: it grades what is new or changed and skips what "
+              "is recorded." + ("\n  The submissions this regrade did not reach keep their earlier grades." if grading.force
+                               else ""), file=sys.stderr)
         return 130
     if stopped:
         print(f"autograde: STOPPED: {stopped}", file=sys.stderr)

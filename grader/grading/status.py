@@ -6,10 +6,10 @@ typed outcomes of every check. It is the one store of outcomes: grades.csv, the 
 the tests read them here. The file is replaced atomically, so a killed run never leaves half of it, and a
 re-run regrades exactly what changed.
 
-A large class is not rewritten whole for every submission: past SMALL entries, each
-result is appended as one line to autograded/.status.journal, which is folded into the
-file once it holds an eighth as many lines as the file has entries, and at the end of
-a run (flush). Reading replays the journal over the file; a line cut short by a kill is
+A large class is not rewritten whole for every submission: past SMALL entries, the
+results are appended to autograded/.status.journal, a line each, which is folded into the
+file once it holds an eighth as many lines as the file has entries (at the end of a run
+too, or for a small class). Reading replays the journal over the file; a line cut short by a kill is
 ignored, so that submission is graded again.
 """
 import hashlib
@@ -71,9 +71,16 @@ class Status:
         self._journaled += len(items)
 
     def flush(self):
-        """Fold the journal into the file (at the end of a run)."""
+        """Fold the journal into the file."""
         if self._journaled or self.journal.exists():
             self._write()
+
+    def fold_if_due(self):
+        """At the end of a run: fold the journal into the file, unless the class is large
+        and the journal short (a regrade of a few submissions does not rewrite the status
+        of the whole class; the journal is read with the file)."""
+        if self._count < SMALL or self._journaled >= self._count // 8:
+            self.flush()
 
     def _write(self):
         """Write the whole file (atomically: a kill never leaves half of it), then drop
@@ -119,6 +126,28 @@ def grading_inputs(root, assignment, duedate=None):
     config = Path(root) / "nbgrader_config.py"
     h.update(config.read_bytes() if config.exists() else b"")
     h.update(str(duedate).encode())
+    return h.hexdigest()
+
+
+def quick_signature(folder, inputs, settings):
+    """What a submission's folder looks like to the OS, with the grading inputs and the
+    settings: every entry's path, type, size, inode, modification and change times (the
+    change time moves with any write, and no program can set it). Equal to the one recorded
+    when the submission was graded, the files are the ones graded: a run that changes
+    nothing reads none of them. Computed before the files are read, so a file written
+    after that is seen next time."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    h.update(inputs.encode())
+    folder = str(folder)
+    info = os.lstat(folder)
+    h.update(f"{info.st_mode}\0{info.st_ino}\0{info.st_mtime_ns}\0{info.st_ctime_ns}\n".encode())
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(dirpath, name)
+            info = os.lstat(path)
+            h.update(f"{os.path.relpath(path, folder)}\0{info.st_mode}\0{info.st_size}\0{info.st_ino}\0"
+                     f"{info.st_mtime_ns}\0{info.st_ctime_ns}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
