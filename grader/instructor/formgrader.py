@@ -303,25 +303,31 @@ class CourseAPI(NbGraderAPI):
     def get_submission(self, assignment_id, student_id, ungraded=None, students=None):
         if ungraded is not None or students is not None:
             return super().get_submission(assignment_id, student_id, ungraded, students)
-        submitted = os.path.isdir(self._path(self.coursedir.submitted_directory, student_id, assignment_id))
         with self.gradebook as gb:
-            try:
-                db_submission = gb.find_submission(assignment_id, student_id)
-            except MissingEntry:
-                db_submission = None
-            if db_submission is not None and self._is_autograded(assignment_id, student_id, db_submission.timestamp):
-                submission = db_submission.to_dict()
-                submission["display_timestamp"] = (self._display(db_submission.timestamp)
-                                                   if db_submission.timestamp else None)
-                submission["autograded"] = True
-                submission["submitted"] = True
-                return submission
-            names = dict(((s, (f, l)) for s, f, l in gb.db.query(Student.id, Student.first_name, Student.last_name)
-                          .filter(Student.id == student_id)))
+            return self._submission(gb, assignment_id, student_id)
+
+    def _submission(self, gb, assignment_id, student_id):
+        """nbgrader's get_submission for one student, from that student's rows and folders."""
+        submitted = os.path.isdir(self._path(self.coursedir.submitted_directory, student_id, assignment_id))
+        try:
+            db_submission = gb.find_submission(assignment_id, student_id)
+        except MissingEntry:
+            db_submission = None
+        if db_submission is not None and self._is_autograded(assignment_id, student_id, db_submission.timestamp):
+            submission = db_submission.to_dict()
+            submission["display_timestamp"] = (self._display(db_submission.timestamp)
+                                               if db_submission.timestamp else None)
+            submission["autograded"] = True
+            submission["submitted"] = True
+            return submission
+        names = dict(((s, (f, l)) for s, f, l in gb.db.query(Student.id, Student.first_name, Student.last_name)
+                      .filter(Student.id == student_id)))
         return self._placeholder(assignment_id, student_id, names, submitted)
 
     def get_student_submissions(self, student_id):
-        submissions = [self.get_submission(assignment_id, student_id) for assignment_id in self.get_source_assignments()]
+        with self.gradebook as gb:
+            submissions = [self._submission(gb, assignment_id, student_id)
+                           for assignment_id in self.get_source_assignments()]
         submissions.sort(key=lambda x: x["name"])
         return submissions
 
