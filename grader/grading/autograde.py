@@ -325,7 +325,7 @@ class Grading:
             entry = self.status.get(student, assignment)
             try:
                 quick = quick_signature(folder, inputs[assignment], settings)
-                if not self.force and entry and entry.get("fingerprint") and entry.get("quick") == quick:
+                if not self.force and quick and entry and entry.get("fingerprint") and entry.get("quick") == quick:
                     skipped += 1
                     continue
                 files = read_submission(folder)

@@ -129,25 +129,34 @@ def grading_inputs(root, assignment, duedate=None):
     return h.hexdigest()
 
 
+QUICK_DEPTH = 40  # folders deeper than this get no quick signature (the submission is read, and refused)
+
+
 def quick_signature(folder, inputs, settings):
     """What a submission's folder looks like to the OS, with the grading inputs and the
     settings: every entry's path, type, size, inode, modification and change times (the
     change time moves with any write, and no program can set it). Equal to the one recorded
     when the submission was graded, the files are the ones graded: a run that changes
     nothing reads none of them. Computed before the files are read, so a file written
-    after that is seen next time."""
+    after that is seen next time. None for a folder nested deeper than QUICK_DEPTH."""
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     h.update(inputs.encode())
     folder = str(folder)
     info = os.lstat(folder)
     h.update(f"{info.st_mode}\0{info.st_ino}\0{info.st_mtime_ns}\0{info.st_ctime_ns}\n".encode())
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = os.path.join(dirpath, name)
-            info = os.lstat(path)
-            h.update(f"{os.path.relpath(path, folder)}\0{info.st_mode}\0{info.st_size}\0{info.st_ino}\0"
-                     f"{info.st_mtime_ns}\0{info.st_ctime_ns}\n".encode("utf-8", "surrogateescape"))
+    pending = [("", 0)]
+    while pending:
+        rel, depth = pending.pop()
+        if depth > QUICK_DEPTH:
+            return None
+        with os.scandir(os.path.join(folder, rel)) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                info = entry.stat(follow_symlinks=False)
+                path = os.path.join(rel, entry.name)
+                h.update(f"{path}\0{info.st_mode}\0{info.st_size}\0{info.st_ino}\0{info.st_mtime_ns}\0"
+                         f"{info.st_ctime_ns}\n".encode("utf-8", "surrogateescape"))
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((path, depth + 1))
     return h.hexdigest()
 
 
