@@ -10,7 +10,9 @@ late policy is applied to the selection's current scores (grader.grading.late), 
 each graded submission's inputs are fingerprinted: its autograded files (their names,
 sizes and times), its rows in the gradebook (timestamp, every cell's automatic and manual
 score and extra credit, comments, late penalty), the student's extension, the course's
-configuration and the grader's code. A submission whose fingerprint matches the one its
+configuration, and the code that makes a page (FEEDBACK_CODE: the course's feedback
+preprocessors and late policy, nbgrader's and nbconvert's versions); a change elsewhere in
+the grader makes no page again. A submission whose fingerprint matches the one its
 pages were made from (feedback/.status.json) and whose pages are there is skipped.
 
 The rest go, in batches of one assignment's submissions, to the same kind of Dask cluster
@@ -39,6 +41,12 @@ from urllib.parse import quote
 from grader.grading import extensions, late, layout, scores
 
 BATCH = 25  # submissions of one assignment per task: nbgrader's exporter is built once per batch
+# What a feedback page is made by, besides the configuration: the course's modules in
+# GenerateFeedback's and HTMLExporter's preprocessors (nbgrader_config.py) and what they
+# use, and the packages that render the page.
+FEEDBACK_CODE = ("grader/instructor/feedback.py", "grader/instructor/late.py", "grader/instructor/nbgrader_plugins.py",
+                 "grader/grading/late.py", "grader/grading/extensions.py", "grader/grading/sanitize.py")
+FEEDBACK_PACKAGES = ("nbgrader", "nbconvert", "nbformat", "jinja2", "bleach", "beautifulsoup4", "mistune", "pygments")
 STATUS = ".status.json"  # under feedback/: {student: {assignment: fingerprint}}
 
 
@@ -166,6 +174,22 @@ def fingerprint(sub, comments, folder, common, ext):
     return h.hexdigest()
 
 
+def feedback_code():
+    """A hash of FEEDBACK_CODE's files and FEEDBACK_PACKAGES' versions."""
+    from importlib import metadata
+
+    h = hashlib.sha256()
+    for rel in FEEDBACK_CODE:
+        path = layout.ROOT / rel
+        h.update(rel.encode() + b"\0" + (path.read_bytes() if path.exists() else b""))
+    for name in FEEDBACK_PACKAGES:
+        try:
+            h.update(f"{name}=={metadata.version(name)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{name} missing".encode())
+    return h.hexdigest()
+
+
 class FeedbackStatus:
     """feedback/.status.json: the fingerprint each submission's pages were made from."""
 
@@ -232,7 +256,7 @@ def generate(root, assignment=None, student=None, force=False, jobs=None, schedu
     {"written": n, "unchanged": n, "failed": {(student, assignment): reason}}."""
     from nbgrader.api import Gradebook
 
-    from grader.grading.autograde import WORKER_MEMORY, default_jobs, environment
+    from grader.grading.autograde import WORKER_MEMORY, default_jobs
 
     root = Path(root)
     config = layout.load_config(root)
@@ -242,7 +266,7 @@ def generate(root, assignment=None, student=None, force=False, jobs=None, schedu
         subs = scores.read(gb.db, assignment, student, cells=True)
         comments = _comments(gb.db, assignment, student)
     granted = extensions.load(root)
-    common = json.dumps([environment(), (root / "nbgrader_config.py").read_text()])
+    common = json.dumps([feedback_code(), (root / "nbgrader_config.py").read_text()])
     status = FeedbackStatus(root)
     todo, unchanged = [], 0
     for sub in subs:
