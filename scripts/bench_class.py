@@ -179,16 +179,17 @@ def bench_commands(root, skip):
 # --- the driver -------------------------------------------------------------------------
 
 def replay_task(job, expected_environment, shared):
-    """A worker that "grades" instantly: one of the assignment's real results (shared),
-    handed back as this student's."""
-    results = shared["replay"]
-    result = results[sum(map(ord, job.student)) % len(results)]
-    return dataclasses.replace(result, student=job.student)
+    """A worker that "grades" instantly: the real result of the seed this student's
+    submission is a copy of (big_class.replicate: student i has seed i % n), handed back
+    as this student's."""
+    seeds = shared["seeds"]
+    seed = seeds[int(job.student[1:]) % len(seeds)]
+    return dataclasses.replace(shared["replay"][seed], student=job.student)
 
 
 def real_results(root, seeds):
-    """{assignment: [SubmissionResult]} of the seeds' real gradings, read back from the
-    gradebook, the status file and autograded/."""
+    """{assignment: {seed: SubmissionResult}} of the seeds' real gradings, read back from
+    the gradebook, the status file and autograded/."""
     from nbgrader.api import Gradebook
 
     from grader.grading.results import GRADED, CellGrade, NotebookChecks, NotebookResult, Record
@@ -199,10 +200,12 @@ def real_results(root, seeds):
     out = {}
     with Gradebook(layout.db_url(root)) as gb:
         for assignment, students in seeds.items():
-            out[assignment] = []
+            out[assignment] = {}
             for student in students:
                 entry = status.get(student, assignment)
                 if not entry or entry["status"] != GRADED:
+                    out[assignment][student] = SubmissionResult(student, assignment, "needs_attention",
+                                                                entry["reason"] if entry else "not graded")
                     continue
                 record = Record.from_json(entry)
                 sub = gb.find_submission(assignment, student)
@@ -211,10 +214,10 @@ def real_results(root, seeds):
                     comments={c.name: c.auto_comment for c in nb.comments},
                     late_penalty=nb.late_submission_penalty, checks=record.notebooks.get(nb.name) or NotebookChecks())
                     for nb in sub.notebooks}
-                out[assignment].append(SubmissionResult(
+                out[assignment][student] = SubmissionResult(
                     student, assignment, GRADED, elapsed=record.elapsed,
                     timestamp=sub.timestamp.isoformat() if sub.timestamp else None, notebooks=notebooks,
-                    files=_read_tree(root / "autograded" / student / assignment)))
+                    files=_read_tree(root / "autograded" / student / assignment))
     return out
 
 
@@ -228,7 +231,7 @@ def bench_driver(root, seeds, count):
         task = staticmethod(replay_task)
 
         def _shared(self, assignment, workdir):
-            return {**super()._shared(assignment, workdir), "replay": replay[assignment]}
+            return {**super()._shared(assignment, workdir), "replay": replay[assignment], "seeds": seeds[assignment]}
 
     def run(n):
         students = sorted({big_class.student_name(i) for i in range(0, -(-n // len(seeds)))})
@@ -389,11 +392,14 @@ def browser(server, listed, sub_id):
         page = chromium.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(server.url("/formgrader/manage_assignments"))  # logs in (the token sets a cookie)
         page.wait_for_function(FILLED, timeout=600_000)
-        for title, url, _calls in listed:
+        shots = server.root.parent / "screenshots"
+        shots.mkdir(exist_ok=True)
+        for i, (title, url, _calls) in enumerate(listed):
             start = time.monotonic()
             page.goto(f"http://127.0.0.1:{server.port}{url}")
             page.wait_for_function(FILLED, timeout=600_000, polling=50)
             wall = time.monotonic() - start
+            page.screenshot(path=str(shots / f"{i}.png"))
             rows = page.evaluate("() => { const t = document.querySelector('#main-table'); return t ? t.rows.length : 0 }")
             shown = page.locator(".course-late-note").count()
             say(f"browser, {title}: {wall:.2f} s until the table is filled ({rows} rows shown"
@@ -409,7 +415,8 @@ def browser(server, listed, sub_id):
         say(f"browser, Next (to the next submission, loaded): {wall:.2f} s, {'moved on' if moved else 'DID NOT MOVE'} "
             f"(target: the redirect under {TARGETS['next']:.0f} s)  {load()}")
         record("browser next", wall=wall)
-        page.screenshot(path=str(server.root / "bench_manage_submissions.png"))
+        page.screenshot(path=str(shots / "next.png"))
+        say(f"  screenshots of the pages in {shots}")
         chromium.close()
 
 
