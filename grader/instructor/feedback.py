@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 from grader.grading import extensions, late, layout, scores
 
-BATCH = 25  # submissions of one assignment per task: nbgrader's exporter is built once per batch
+BATCH = 50  # submissions of one assignment per task: nbgrader's exporter is built once per batch
 # What a feedback page is made by, besides the configuration: the course's modules in
 # GenerateFeedback's and HTMLExporter's preprocessors (nbgrader_config.py) and what they
 # use, and the packages that render the page.
