@@ -52,6 +52,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
 from grader.grading import layout  # noqa: E402
+from grader.grading.autograde import environment  # noqa: E402
 from support import big_class, synthetic  # noqa: E402
 
 A = "05_scaled_attention"
@@ -129,6 +130,7 @@ def build(course, students):
     big_class.replicate(root, seeds, 0, students - len(SEEDS))
     say(f"  replicated to {students} students x {len(seeds)} assignments: {time.monotonic() - start:.0f} s")
     (course / "seeds.json").write_text(json.dumps(seeds))
+    (course / "grader.json").write_text(json.dumps({"environment": environment()}))
     return root, seeds
 
 
@@ -431,9 +433,14 @@ def main(argv=None):
     skip = set(filter(None, args.skip.split(",")))
     course = Path(args.dir) / "course"
     say(f"bench-class: {args.students} students x 8 assignments in {course}; {load()}; {os.cpu_count()} cores")
-    if args.reuse and (course / "seeds.json").exists():
+    built_with = json.loads((course / "grader.json").read_text())["environment"] \
+        if (course / "grader.json").exists() else None
+    if args.reuse and (course / "seeds.json").exists() and built_with == environment():
         root, seeds = course, json.loads((course / "seeds.json").read_text())
     else:
+        if args.reuse:
+            say("  not reused: the class was graded by another version of the grader (every submission would "
+                "be graded again); building it again")
         root, seeds = build(course, args.students)
     seconds = worker_seconds(root, seeds)
     mean = sum(seconds) / len(seconds) if seconds else float("nan")
