@@ -361,7 +361,8 @@ class Grading:
         for student, assignment, files, fp in todo:
             if assignment not in expected:
                 expected[assignment] = layout.expected_notebooks(self.root, assignment)
-            yield Job(student, assignment, expected[assignment], files, {}, b"", "", self.settings,
+            yield Job(student, assignment, expected[assignment], files, {}, b"", "",
+                      self._settings_for(student, assignment, fp),
                       granted.get((student, assignment))), fp
 
     def complete_jobs(self, todo, workdir):
@@ -371,6 +372,14 @@ class Grading:
             if job.assignment not in shared:
                 shared[job.assignment] = self._shared(job.assignment, workdir)
             yield _with_shared(job, shared[job.assignment]), fp
+
+    def _settings_for(self, student, assignment, fp):
+        """The run's settings; for a submission the machine starved last time (the same
+        files and grader), graded on its wall-clock ceiling this time, never asked again."""
+        entry = self.status.get(student, assignment) or {}
+        if entry.get("starved") and entry.get("starved") == fp:
+            return dataclasses.replace(self.settings, grade_at_ceiling=True)
+        return self.settings
 
     # --- the run --------------------------------------------------------------------
 
@@ -641,7 +650,8 @@ class Grading:
         final = self.root / "autograded" / student / assignment
         record = Record(result.status, None if result.retry else fp,  # no fingerprint: graded again
                         time.time(), round(result.elapsed, 2),
-                        quick=None if result.retry or not fp else self._quick.get((student, assignment)))
+                        quick=None if result.retry or not fp else self._quick.get((student, assignment)),
+                        starved=fp if result.retry else None)
         with self._gradebook() as gb:
             cells = self._cells.get(assignment)
             if cells is None:
