@@ -180,11 +180,12 @@ def test_nbgraders_own_late_penalty_step_honours_an_extension(course, tmp_path):
     from grader.instructor.cli import import_extensions
 
     _submission(course, "cy", datetime.timedelta(days=1, hours=2))   # 2 started days: 20 %
+    _submission(course, "dee", datetime.timedelta(days=2, hours=1))  # no extension: 3 started days, 30 %
     import_extensions(course, _extension_csv(tmp_path, "student,assignment,due\ncy,05_scaled_attention,2025-10-02 20:00:00 UTC\n"))
     with open(course / "extensions.json") as f:
         assert "cy" in f.read()
     config = layout.load_config(course)
-    for student, expected in [("cy", 0.0), ("bo", 3.0)]:
+    for student, expected in [("cy", 0.0), ("dee", 3.0)]:
         resources = {"nbgrader": {"notebook": "05_scaled_attention", "assignment": "05_scaled_attention",
                                   "student": student, "db_url": layout.db_url(course)}}
         AssignLatePenalties(config=config).preprocess(new_notebook(), resources)
