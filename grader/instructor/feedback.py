@@ -26,6 +26,7 @@ not be made is named with nbgrader's reason, and the others are kept.
 """
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -100,13 +101,15 @@ def make_pages(job):
             extensions.save(course, job.extensions)
         api = layout.nbgrader_api(_scratch_config(course))
         outcome = api.generate_feedback(job.assignment)
+        log = f"{outcome.get('log') or ''}\n{outcome.get('error') or ''}"
+        reasons = _failures(log, job.students)
         for student in job.students:
             out = course / "feedback" / student / job.assignment
             pages = submission._read_tree(out) if out.is_dir() else {}
             if any(name.endswith(".html") for name in pages):
                 result.pages[student] = pages
             else:
-                result.failed[student] = submission._explain(f"{outcome.get('log')}\n{outcome.get('error')}")
+                result.failed[student] = reasons.get(student) or _reason(log)
     except Exception as err:
         for student in job.students:
             result.failed.setdefault(student, f"{type(err).__name__}: {str(err)[:300]}")
@@ -116,6 +119,33 @@ def make_pages(job):
         submission._SCRATCH.discard(str(course))
         shutil.rmtree(course, ignore_errors=True)
     return result
+
+
+def _reason(log):
+    """One line from nbgrader's log of a failure (the exception it reports)."""
+    from grader.grading.submission import _explain
+
+    return "nbgrader could not make the page: " + _explain(log).removeprefix("autograde failed: ")
+
+
+def _failures(log, students):
+    """{student: why} from nbgrader's log of a batch: each failure is logged as the line
+    that names its folder (autograded/<student>/<assignment>), then its traceback as the
+    next record, whose last unindented line is the exception; so a batch's reasons are
+    each student's own."""
+    found = {}
+    for block in log.split("There was an error processing assignment: ")[1:]:
+        first, _, rest = block.partition("\n")
+        parts = Path(first.strip()).parts
+        student = parts[-2] if len(parts) >= 2 else None
+        lines = rest.splitlines()
+        # the record's own lines are indented by four spaces (nbgrader's log formatter)
+        record = [l[4:] for l in itertools.takewhile(lambda l: not l.startswith("["), lines[1:])]
+        exception = [l.strip() for l in record if l.strip() and not l.startswith((" ", "\t"))]
+        if student in students:
+            found[student] = "nbgrader could not make the page: " + (
+                exception[-1][:300] if exception else _reason(rest).split(": ", 1)[-1])
+    return found
 
 
 def feedback_task(job, expected_environment):
