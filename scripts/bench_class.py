@@ -1,6 +1,6 @@
 """Benchmark a class of 1,350 students x 8 assignments (10,800 submissions).
 
-    python scripts/bench_class.py [--students 1350] [--dir /tmp/bench-class] [--reuse]
+    python scripts/bench_class.py [--students 1350] [--assignments 8] [--dir /tmp/bench-class] [--reuse]
                                   [--skip browser,feedback,...] [--driver-submissions 2000]
     make bench-class [BENCH_ARGS="--students 300"]
 
@@ -13,7 +13,7 @@ and autograded/ hard-linked, the status entries copied. Then it times, in one ru
 
   no-op       `make autograde` with nothing changed (the process's CPU)
   regrade     `make autograde STUDENT=s ASSIGNMENT=a` (one submission, graded for real,
-              two workers) and `make autograde STUDENT=s` (all eight of theirs)
+              two workers) and `make autograde STUDENT=s` (all of theirs)
   export      `make export` (grades.csv, grades_canvas.csv, the report)
   feedback    `make feedback ASSIGNMENT=05_scaled_attention FORCE=1 JOBS=2` (every page
               of one assignment), then again without FORCE (nothing changed)
@@ -22,7 +22,7 @@ and autograded/ hard-linked, the status entries copied. Then it times, in one ru
               gradings replayed by two workers as fast as the process takes them, merged
               into this class's gradebook; the marginal cost per submission against a run
               of 100, and from it and the workers' measured time per submission an
-              estimate for 10,800 notebooks on 64 workers
+              estimate for the class (10,800 notebooks) on 64 workers
   formgrader  every page's API calls through a running Jupyter server with the course's
               formgrader (wall time, and the server's CPU), and the pages in Chromium
               (Playwright, Debian's /usr/bin/chromium) until their table is filled, and
@@ -92,8 +92,9 @@ def timed_command(cmd, cwd=REPO, env=None):
 
 # --- the class ------------------------------------------------------------------------
 
-def build(course, students):
-    """The course with real gradings of the seeds, replicated to `students` students."""
+def build(course, students, count):
+    """The course with real gradings of the seeds of its first `count` assignments,
+    replicated to `students` students."""
     from nbgrader.api import Gradebook
 
     from grader.grading.autograde import Grading
@@ -107,9 +108,10 @@ def build(course, students):
     with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         for name in layout.assignments(root):
             gb.update_or_create_assignment(name, duedate=DUE)
-    say(f"  the gradebook (nbgrader generate_assignment x 8): {time.monotonic() - start:.0f} s")
+    say(f"  the gradebook (nbgrader generate_assignment x {len(layout.assignments(root))}): "
+        f"{time.monotonic() - start:.0f} s")
     seeds = {}
-    for name in layout.assignments(root):
+    for name in layout.assignments(root)[:count]:
         seeds[name] = []
         for student, (variant, offset) in SEEDS.items():
             folder = synthetic.make_submission(root, student, name, variant)
@@ -130,7 +132,7 @@ def build(course, students):
     big_class.replicate(root, seeds, 0, students - len(SEEDS))
     say(f"  replicated to {students} students x {len(seeds)} assignments: {time.monotonic() - start:.0f} s")
     (course / "seeds.json").write_text(json.dumps(seeds))
-    (course / "grader.json").write_text(json.dumps({"environment": environment()}))
+    (course / "grader.json").write_text(json.dumps({"environment": environment(), "students": students}))
     return root, seeds
 
 
@@ -144,7 +146,7 @@ def worker_seconds(root, seeds):
 
 # --- commands ---------------------------------------------------------------------------
 
-def bench_commands(root, skip):
+def bench_commands(root, skip, assignments):
     py = sys.executable
     if "noop" not in skip:
         for label in ("first (reads and fingerprints every submission once)", "again"):
@@ -154,7 +156,7 @@ def bench_commands(root, skip):
             record(f"noop_autograde {label}", wall=wall, cpu=cpu)
     if "regrade" not in skip:
         for label, args in [("one submission", ["--student", "s00042", "--assignment", A]),
-                            ("one student, all 8 assignments", ["--student", "s00042"])]:
+                            (f"one student, all {assignments} assignments", ["--student", "s00042"])]:
             wall, cpu, out = timed_command([py, "-m", "grader.grading.autograde", "--root", str(root), "--jobs", "2",
                                             *args])
             summary = [l for l in out.splitlines() if l.startswith("autograde: ") and "submission(s) of" in l]
@@ -382,6 +384,24 @@ FILLED = """() => {
 }"""
 
 
+def _browser_cpu():
+    """CPU seconds of this process's descendants other than the Jupyter server (Playwright's
+    driver and Chromium's processes), live ones and those that ended."""
+    import psutil
+
+    me = psutil.Process()
+    live = 0.0
+    for child in me.children(recursive=True):
+        try:
+            if "jupyter" in " ".join(child.cmdline()):
+                continue
+            times = child.cpu_times()
+            live += times.user + times.system
+        except psutil.Error:
+            pass
+    return live
+
+
 def browser(server, listed, sub_id):
     from playwright.sync_api import sync_playwright
 
@@ -397,26 +417,30 @@ def browser(server, listed, sub_id):
         shots = server.root.parent / "screenshots"
         shots.mkdir(exist_ok=True)
         for i, (title, url, _calls) in enumerate(listed):
-            start = time.monotonic()
+            start, cpu, chrome = time.monotonic(), _cpu_of(server.proc.pid), _browser_cpu()
             page.goto(f"http://127.0.0.1:{server.port}{url}")
             page.wait_for_function(FILLED, timeout=600_000, polling=50)
             wall = time.monotonic() - start
+            cpu, chrome = _cpu_of(server.proc.pid) - cpu, _browser_cpu() - chrome
             page.screenshot(path=str(shots / f"{i}.png"))
             rows = page.evaluate("() => { const t = document.querySelector('#main-table'); return t ? t.rows.length : 0 }")
             shown = page.locator(".course-late-note").count()
-            say(f"browser, {title}: {wall:.2f} s until the table is filled ({rows} rows shown"
+            say(f"browser, {title}: {wall:.2f} s until the table is filled, {cpu:.2f} s of the server's CPU and "
+                f"{chrome:.2f} s of Chromium's ({rows} rows shown"
                 + (", the late-penalty note shown" if shown else "") + f") (target: under {TARGETS['page']:.0f} s)")
-            record(f"browser {title}", wall=wall, rows=rows)
+            record(f"browser {title}", wall=wall, cpu=cpu, browser_cpu=chrome, rows=rows)
         page.goto(f"http://127.0.0.1:{server.port}/formgrader/submissions/{sub_id}/")
         page.wait_for_function(FILLED, timeout=600_000)
-        start = time.monotonic()
+        start, cpu, chrome = time.monotonic(), _cpu_of(server.proc.pid), _browser_cpu()
         page.goto(f"http://127.0.0.1:{server.port}/formgrader/submissions/{sub_id}/next")
         page.wait_for_function(FILLED, timeout=600_000, polling=50)
         wall = time.monotonic() - start
+        cpu, chrome = _cpu_of(server.proc.pid) - cpu, _browser_cpu() - chrome
         moved = sub_id not in page.url
-        say(f"browser, Next (to the next submission, loaded): {wall:.2f} s, {'moved on' if moved else 'DID NOT MOVE'} "
+        say(f"browser, Next (to the next submission, loaded): {wall:.2f} s, {cpu:.2f} s of the server's CPU and "
+            f"{chrome:.2f} s of Chromium's, {'moved on' if moved else 'DID NOT MOVE'} "
             f"(target: the redirect under {TARGETS['next']:.0f} s)  {load()}")
-        record("browser next", wall=wall)
+        record("browser next", wall=wall, cpu=cpu, browser_cpu=chrome)
         page.screenshot(path=str(shots / "next.png"))
         say(f"  screenshots of the pages in {shots}")
         chromium.close()
@@ -425,6 +449,8 @@ def browser(server, listed, sub_id):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=1350)
+    parser.add_argument("--assignments", type=int, default=8,
+                        help="the course's first N assignments are handed in (8: the class of issue #34)")
     parser.add_argument("--dir", default="/tmp/bench-class")
     parser.add_argument("--reuse", action="store_true", help="use the class built by an earlier run in --dir")
     parser.add_argument("--skip", default="", help="comma-separated: noop,regrade,export,feedback,driver,formgrader,browser")
@@ -432,26 +458,29 @@ def main(argv=None):
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     course = Path(args.dir) / "course"
-    say(f"bench-class: {args.students} students x 8 assignments in {course}; {load()}; {os.cpu_count()} cores")
-    built_with = json.loads((course / "grader.json").read_text())["environment"] \
-        if (course / "grader.json").exists() else None
-    if args.reuse and (course / "seeds.json").exists() and built_with == environment():
+    say(f"bench-class: {args.students} students x {args.assignments} assignments in {course}; {load()}; "
+        f"{os.cpu_count()} cores")
+    built = json.loads((course / "grader.json").read_text()) if (course / "grader.json").exists() else {}
+    reusable = (course / "seeds.json").exists() and built.get("environment") == environment() \
+        and built.get("students") == args.students \
+        and len(json.loads((course / "seeds.json").read_text())) == args.assignments
+    if args.reuse and reusable:
         root, seeds = course, json.loads((course / "seeds.json").read_text())
     else:
         if args.reuse:
-            say("  not reused: the class was graded by another version of the grader (every submission would "
-                "be graded again); building it again")
-        root, seeds = build(course, args.students)
+            say("  not reused: the class there was graded by another version of the grader (every submission "
+                "would be graded again) or has another number of students or assignments; building it again")
+        root, seeds = build(course, args.students, args.assignments)
     seconds = worker_seconds(root, seeds)
     mean = sum(seconds) / len(seconds) if seconds else float("nan")
     cpu = json.loads((course / "grading_cpu.json").read_text())["per_submission"]
     say(f"  a worker's time per real grading: {mean:.2f} s of wall time on average over {len(seconds)} "
         f"(max {max(seconds):.2f} s; the machine's load stretches these); {cpu:.2f} s of CPU each, "
         "the workers' start included")
-    bench_commands(root, skip)
+    bench_commands(root, skip, len(seeds))
     if "driver" not in skip:
         per, marginal = bench_driver(root, seeds, min(args.driver_submissions, args.students * len(seeds)))
-        n, workers = 10_800, 64
+        n, workers = args.students * len(seeds), 64
         by_workers, by_driver = n * cpu / workers, n * max(per, marginal)
         say(f"estimate, {n} notebooks on {workers} workers of a core each: the workers need {by_workers / 60:.1f} min "
             f"({cpu:.2f} s of CPU per submission, as measured above), this process {by_driver / 60:.1f} min "
