@@ -34,7 +34,7 @@ STUDENT ?=
 OWNER ?=
 
 .PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
-        feedback export bench notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
+        feedback export bench bench-class notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
         student-bundle extensions help work lock
 
 ## Install everything into .venv (make lab and make test do it when needed).
@@ -48,6 +48,7 @@ $(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
 	$(COMPILE)
 	$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
 	$(PY) -m grader.isolation install
+	$(PY) -m grader.instructor.formgrader enable
 	@touch $@
 
 ## List the commands (this list; `make` alone prints it too).
@@ -126,9 +127,9 @@ extensions: $(STAMP)
 autograde: $(STAMP)
 	$(PY) -m grader.grading.autograde $(if $(JOBS),--jobs $(JOBS)) $(if $(STUDENT),--student "$(STUDENT)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(DEVICE),--device $(DEVICE)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY)) $(if $(FORCE),--force)
 
-## Per-student HTML feedback (hidden tests removed) under feedback/.
+## Per-student HTML feedback (hidden tests removed) under feedback/, only what changed (ASSIGNMENT=, STUDENT=, FORCE=1, JOBS=N).
 feedback: $(STAMP)
-	$(PY) -m grader.instructor feedback
+	$(PY) -m grader.instructor feedback $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(STUDENT),--student "$(STUDENT)") $(if $(FORCE),--force) $(if $(JOBS),--jobs $(JOBS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(MEMORY),--memory $(MEMORY))
 
 ## Put the feedback in the exchange for students' fetch_feedback (every assignment, or ASSIGNMENT=...).
 release-feedback: $(STAMP)
@@ -143,6 +144,11 @@ export: $(STAMP)
 ## workers, and an external scheduler with 2 workers.
 bench: $(STAMP)
 	$(PY) scripts/bench_autograde.py $(BENCH_ARGS)
+
+## Benchmark a class of 1,350 students x 8 assignments built from a few real gradings: the formgrader
+## (API and Chromium), export, feedback, a regrade, a no-op autograde (BENCH_ARGS="--students 300" for less).
+bench-class: $(STAMP)
+	$(PY) scripts/bench_class.py $(BENCH_ARGS)
 
 ## What students get, without answers, in dist/self-attention-student (`make lab` there opens it);
 ## ASSIGNMENTS="01_bag_of_words 02_tril_matmul" for only the notebooks released so far.

@@ -126,12 +126,12 @@ c.GenerateFeedback.preprocessors = [
 c.HTMLExporter.preprocessors = ["grader.grading.sanitize.NoActiveContent"]
 c.HTMLExporter.sanitize_html = True
 
-# Late work (grader/instructor/late.py), applied by `nbgrader autograde`, the formgrader and `make export`:
+# Late work (grader/grading/late.py), applied by `nbgrader autograde`, the formgrader and `make export`:
 # "none" (marked late, no penalty), "zero", or "percent_per_day": percent_per_day % of the
 # points earned for each day or part of a day after the due date, at most max_percent %.
 # Due dates: `.venv/bin/nbgrader db assignment add 05_scaled_attention --duedate="2025-11-07 17:00:00 Europe/Berlin"`
 # or the formgrader's Manage Assignments page.
-c.AssignLatePenalties.plugin_class = "grader.instructor.late.LatePolicy"
+c.AssignLatePenalties.plugin_class = "grader.grading.late.LatePolicy"
 c.LatePolicy.penalty_method = "percent_per_day"
 c.LatePolicy.percent_per_day = 10
 c.LatePolicy.max_percent = 50

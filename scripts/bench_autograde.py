@@ -134,7 +134,7 @@ def merge_cost(root, entries, samples=10):
     grading = Grading(root, force=True)
     todo, _, _ = grading.plan()
     with tempfile.TemporaryDirectory(prefix="bench-merge-") as tmp:
-        job, fp = next(grading._jobs(todo[:1], tmp))
+        job, fp = next(grading.complete_jobs(todo[:1], tmp))
         result = grade_submission(job)
     known = list(Status(root).entries())
     _, assignment, entry = known[0]

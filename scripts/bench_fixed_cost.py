@@ -109,7 +109,7 @@ def main(argv=None):
         grading, todo = jobs(root, args.submissions + 2)
         work = Path(tmp) / "work"
         work.mkdir()
-        pending = list(grading._jobs(todo, str(work)))
+        pending = list(grading.complete_jobs(todo, str(work)))
         seconds, cpu = [], []
         for job, _ in pending[:-1]:
             wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -139,3 +139,15 @@ def test_the_check_s_modules_import_only_those_listed_before_them():
         module = f"grader.checks.{job}"
         later = {f"grader.checks.{j}" for j in CHECK_JOBS[i + 1:]}
         assert module in graph and not graph[module] & later, f"{module} imports {sorted(graph[module] & later)}"
+
+
+def test_grading_imports_nothing_of_the_instructors_tools():
+    """Grading is below the instructor's tools: the late policy and the extensions that a
+    grade depends on live in grader/grading/ (late.py, extensions.py), and the tools
+    (exports, feedback, the formgrader, LMS downloads) build on grading, never the reverse."""
+    graph = import_graph()
+    for module, imports in graph.items():
+        if _under(module, "grader.grading"):
+            wrong = {m for m in imports if _under(m, "grader.instructor")}
+            assert not wrong, f"{module} imports {sorted(wrong)}"
+

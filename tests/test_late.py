@@ -6,8 +6,9 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from grader.instructor.extensions import Extension, parse_extra, read_rows
-from grader.instructor.late import DAY, LatePolicy, days_late, late_penalty, lateness
+from grader.grading.extensions import Extension, duration, parse_extra
+from grader.instructor.extensions import read_rows
+from grader.grading.late import DAY, LatePolicy, days_late, late_penalty
 
 
 def test_none_keeps_the_score_and_zero_takes_all_of_it():
@@ -66,8 +67,8 @@ def test_impossible_settings_are_refused_with_the_setting_named(name, value):
 
 def test_lateness_in_words():
     assert days_late(0) == 0 and days_late(1) == 1 and days_late(DAY + 1) == 2
-    assert lateness(DAY + 3600 + 60) == "1 day 1 hour 1 minute"
-    assert lateness(2 * DAY) == "2 days"
+    assert duration(DAY + 3600 + 60) == "1 day 1 hour 1 minute"
+    assert duration(2 * DAY) == "2 days"
 
 
 # --- per-student extensions ------------------------------------------------------------------
@@ -162,7 +163,7 @@ def test_make_extensions_stores_them_and_the_gradebooks_penalties_follow(course,
     assert (_penalty(course, "ada"), _penalty(course, "bo")) == (pytest.approx(3.0), pytest.approx(3.0))
     import_extensions(course, _extension_csv(tmp_path, "student,assignment,extra\nada,05_scaled_attention,2 days\n"))
     out = capsys.readouterr().out
-    assert "ada / 05_scaled_attention: extended to 2025-10-03 17:00 UTC (+2 d)" in out
+    assert "ada / 05_scaled_attention: extended to 2025-10-03 17:00 UTC (+2 days)" in out
     assert "late penalty 3 -> 1" in out  # one started day after her due date
     assert (_penalty(course, "ada"), _penalty(course, "bo")) == (pytest.approx(1.0), pytest.approx(3.0))
     import_extensions(course, _extension_csv(tmp_path, "student,assignment,extra\nada,05_scaled_attention,0\n"))
@@ -179,11 +180,12 @@ def test_nbgraders_own_late_penalty_step_honours_an_extension(course, tmp_path):
     from grader.instructor.cli import import_extensions
 
     _submission(course, "cy", datetime.timedelta(days=1, hours=2))   # 2 started days: 20 %
+    _submission(course, "dee", datetime.timedelta(days=2, hours=1))  # no extension: 3 started days, 30 %
     import_extensions(course, _extension_csv(tmp_path, "student,assignment,due\ncy,05_scaled_attention,2025-10-02 20:00:00 UTC\n"))
     with open(course / "extensions.json") as f:
         assert "cy" in f.read()
     config = layout.load_config(course)
-    for student, expected in [("cy", 0.0), ("bo", 3.0)]:
+    for student, expected in [("cy", 0.0), ("dee", 3.0)]:
         resources = {"nbgrader": {"notebook": "05_scaled_attention", "assignment": "05_scaled_attention",
                                   "student": student, "db_url": layout.db_url(course)}}
         AssignLatePenalties(config=config).preprocess(new_notebook(), resources)

@@ -222,7 +222,7 @@ def test_the_report_shows_the_same_late_penalties_extension_and_unknown_lateness
     assert "| grace | Grace Hopper | 7 / 10 (late) |" in students
     assert "| zoe | Zoë Ångström | 10 / 10 |" in students
     late_part = text.split("## Late\n")[1].split("\n## ")[0]
-    assert "| grace | 05_scaled_attention | 2025-10-03 18:00 UTC | 2025-10-01 17:00 UTC | 2 d 1 h | 3 | 7 / 10 |" in late_part
+    assert "| grace | 05_scaled_attention | 2025-10-03 18:00 UTC | 2025-10-01 17:00 UTC | 2 days 1 hour | 3 | 7 / 10 |" in late_part
     assert "| zoe |" not in late_part and "| dan |" not in late_part
     unknown = text.split("## Lateness unknown")[1].split("\n## ")[0]
     assert "| dan |" in unknown and "TIMES=" in unknown and "| grace |" not in unknown
@@ -279,10 +279,11 @@ def formgrader(term):
     log.close()
 
 
-def test_the_formgrader_shows_the_score_before_the_penalty_as_the_readme_says(term, formgrader):
+def test_the_formgrader_shows_the_score_before_the_penalty_and_says_so(term, formgrader):
     """README: the formgrader lists each submission's score before the late penalty (nbgrader's
-    formgrader shows no penalty) and its timestamp; the penalty and the final score are in the
-    feedback, the CSV files and the report."""
+    formgrader has no penalty column) and its timestamp, and every page says so; the penalty
+    and the final score are in the feedback, the CSV files and the report. The pages are
+    served by the course's formgrader (grader/instructor/formgrader.py) with nbgrader's JSON."""
     root, *_ = term
     numbers = _gradebook_numbers(root)
     shown = {s["student"]: s for s in json.loads(formgrader(f"/formgrader/api/submissions/{A}"))}
@@ -291,8 +292,17 @@ def test_the_formgrader_shows_the_score_before_the_penalty_as_the_readme_says(te
         assert not any("penalty" in key for key in shown[student])
         assert shown[student]["timestamp"] == (stamp.isoformat() if stamp else None)
     assert shown["grace"]["score"] == 10.0 and numbers["grace"][1] == 3.0  # 7 everywhere else
-    page = formgrader(f"/formgrader/manage_submissions/{A}")
-    assert "Score" in page and "penalty" not in page.lower()
+    for path in (f"/formgrader/manage_submissions/{A}", "/formgrader/gradebook", "/formgrader/manage_students"):
+        page = formgrader(path)
+        assert "course-late-note" in page and "before the late penalty" in page, path
+    from grader.instructor.formgrader import CourseAPI
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    config = layout.load_config(root)
+    stock = NbGraderAPI(CourseDirectory(config=config), config=config)
+    assert json.loads(formgrader(f"/formgrader/api/submissions/{A}")) == json.loads(json.dumps(stock.get_submissions(A)))
+    assert f"answered by {CourseAPI.__name__}" in (root / "server.log").read_text()  # the course's, not stock
 
 
 @pytest.mark.parametrize("configured, known, expected", [

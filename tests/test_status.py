@@ -49,3 +49,39 @@ def test_a_line_cut_short_by_a_kill_loses_only_that_submission(tmp_path):
     assert later.get("cut", "a") is None and later.get("s0000", "a") == entry(0)
     later.set("after", "a", entry(1))  # the next run's line is not glued to the cut one
     assert Status(tmp_path).get("after", "a") == entry(1)
+
+
+def test_an_unchanged_submission_is_skipped_without_reading_its_files(tmp_path, monkeypatch):
+    """A run that changes nothing reads no submission (its folder's quick signature is the
+    one recorded); a file written again, even with the same bytes, size and modification
+    time, is read and fingerprinted again (its change time moved); new bytes are graded."""
+    import os
+
+    from grader.grading import autograde
+    from support import synthetic
+
+    A = "05_scaled_attention"
+    root = synthetic.make_course(tmp_path / "course")
+    synthetic.make_submission(root, "ada", A, "correct")
+    grading = autograde.Grading(root)
+    (_, _, _, fp), = grading.plan()[0]
+    Status(root).set("ada", A, {"fingerprint": fp, "status": "graded", "graded_at": 1.0, "elapsed": 1.0,
+                                "quick": grading._quick[("ada", A)]})
+    reads = []
+    real = autograde.read_submission
+    monkeypatch.setattr(autograde, "read_submission", lambda folder: reads.append(folder) or real(folder))
+
+    def plan():
+        reads.clear()
+        todo, refused, skipped = autograde.Grading(root).plan()
+        return len(todo), skipped, len(reads)
+
+    assert plan() == (0, 1, 0)
+    notebook = root / "submitted" / "ada" / A / f"{A}.ipynb"
+    before = os.stat(notebook)
+    notebook.write_bytes(notebook.read_bytes())
+    os.utime(notebook, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert plan() == (0, 1, 1)  # read again, same fingerprint: still skipped
+    assert plan() == (0, 1, 0)  # and recorded: not read the next time
+    synthetic.make_submission(root, "ada", A, "stub")
+    assert plan() == (1, 0, 1)

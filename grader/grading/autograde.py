@@ -47,15 +47,16 @@ import time
 import warnings
 from pathlib import Path
 
-from grader.instructor import extensions, late
-from grader.grading import layout
+from grader.grading import extensions, late, layout
 from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, Record
-from grader.grading.status import Status, fingerprint, grading_inputs
+from grader.grading.status import Status, fingerprint, grading_inputs, quick_signature
 from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission
 
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
 ALLOWED_FAILURES = 1  # workers a submission may kill (it is retried once) before it needs attention
 IN_FLIGHT_PER_THREAD = 2  # tasks handed to the scheduler per worker thread; the rest wait here
+COMMIT_EVERY = 1.0  # seconds: the merged results are committed to the gradebook at least this often
+COMMIT_MOST = 500  # results: and at least every so many
 KERNEL_START_TRIES = 3
 KERNEL_RETRY_WAIT = 5  # seconds, growing with each try
 # Packages whose version decides how a notebook is graded: every worker must have the
@@ -164,17 +165,114 @@ def _prepare_scheduler(dask_scheduler):
 _ONE_AT_A_TIME = threading.Lock()
 
 
-def grade_task(job, expected_environment):
-    """The Dask task: grade_submission(job) on a worker fit to grade it. nbgrader changes
-    the process's working folder, so a worker started with more than one thread still
-    grades one submission at a time."""
+def grade_task(job, expected_environment, shared=None):
+    """The Dask task: grade_submission(job) on a worker fit to grade it. `shared` is what
+    every submission of the assignment shares (gradebook template, source, configuration:
+    Grading._shared), sent to the cluster once per assignment; the job carries the rest.
+    nbgrader changes the process's working folder, so a worker started with more than one
+    thread still grades one submission at a time."""
     from grader.grading.submission import grade_submission
 
     problem = worker_problem(expected_environment, job.settings.kernel_name)
     if problem:
         raise UnfitWorker(problem)
+    if shared is not None:
+        job = _with_shared(job, shared)
     with _ONE_AT_A_TIME:
         return grade_submission(job)
+
+
+def _with_shared(job, shared):
+    """The job with its assignment's shared data (Grading._shared) filled in."""
+    return dataclasses.replace(job, gradebook=shared["gradebook"], source=shared["source"], config=shared["config"])
+
+
+def _shared_data(data):
+    """A Dask task holding an assignment's shared data: the scheduler keeps its input, so a
+    worker that dies with the data loses nothing (the task runs again elsewhere)."""
+    return data
+
+
+class Interrupted(RuntimeError):
+    """The run was stopped with Ctrl-C; everything recorded before is kept. `summary`
+    counts what was done and what was not reached."""
+
+    def __init__(self, summary):
+        super().__init__("interrupted")
+        self.summary = summary
+
+
+class _Interrupt:
+    """Ctrl-C (SIGINT) during a run: while the run waits for results it stops at once
+    (KeyboardInterrupt); while it records a result it stops right after it, so no result
+    is recorded in part. Only in the main thread; elsewhere Python's own handling stays."""
+
+    def __init__(self):
+        self.requested = False
+        self._recording = False
+        self._previous = None
+
+    def _handle(self, signum, frame):
+        if self._recording:
+            self.requested = True
+        else:
+            raise KeyboardInterrupt
+
+    def __enter__(self):
+        import signal
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+    @contextlib.contextmanager
+    def deferred(self):
+        self._recording = True
+        try:
+            yield
+        finally:
+            self._recording = False
+
+
+def _own_group():
+    """Run on each embedded worker: a process group of its own, so a Ctrl-C typed in the
+    terminal reaches the process that runs `make autograde` only, which then stops the
+    workers itself (instead of every worker printing its own traceback)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+
+
+def _own_process_groups(client):
+    try:
+        client.run(_own_group)
+    except Exception:
+        pass  # a worker that went away: the tasks say so
+
+
+def _close_quietly(client, cluster):
+    """Close the client and the embedded cluster, saying nothing: the run reports."""
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            if client is not None:
+                client.close()
+        except Exception:
+            pass
+        if cluster is not None:
+            try:
+                cluster.close()
+            except Exception:
+                pass
 
 
 def _duedate(gb, assignment):
@@ -185,6 +283,8 @@ def _duedate(gb, assignment):
 
 
 class Grading:
+    task = staticmethod(grade_task)  # what each submission's Dask task runs
+
     def __init__(self, root, jobs=1, device=None, force=False, budget=None, scheduler=None,
                  call_timeout=None, memory=WORKER_MEMORY):
         self.root = Path(root)
@@ -199,21 +299,35 @@ class Grading:
                                  kernel_name=execute.get("kernel_name", ""))
         self.status = Status(self.root)
         self._open_gradebook = None  # kept open by run() while it merges
+        self._pending = []  # status entries of results merged but not committed yet
+        self._last_commit = time.monotonic()
+        self._cells = {}  # assignment -> grader.grading.merge.AssignmentCells
+        self._quick = {}  # (student, assignment) -> the quick_signature of the folder graded
 
     # --- what to grade --------------------------------------------------------------
 
     def plan(self, students=None, assignments=None):
-        """(jobs to run, results known without running: refused submissions, skipped count)."""
+        """(jobs to run, results known without running: refused submissions, skipped count).
+
+        A submission whose folder looks to the OS as it did when it was graded (its
+        quick_signature: every entry's size, inode and times, with the same grading inputs
+        and settings) is skipped without reading its files; any other is read and
+        fingerprinted, and skipped when its fingerprint is the one recorded."""
         from nbgrader.api import Gradebook
 
         settings = vars(self.settings)
         with Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
             inputs = {a: grading_inputs(self.root, a, _duedate(gb, a))
                       for a in layout.assignments(self.root)}
-        todo, refused, skipped = [], [], 0
+        todo, refused, skipped, seen = [], [], 0, []
         for student, assignment in layout.discover(self.root, students, assignments):
             folder = self.root / "submitted" / student / assignment
+            entry = self.status.get(student, assignment)
             try:
+                quick = quick_signature(folder, inputs[assignment], settings)
+                if not self.force and quick and entry and entry.get("fingerprint") and entry.get("quick") == quick:
+                    skipped += 1
+                    continue
                 files = read_submission(folder)
                 fp = fingerprint(files, inputs[assignment], settings)
             except Exception as err:  # Refused, or anything else: that submission's problem
@@ -222,28 +336,42 @@ class Grading:
                 fp = fingerprint({}, inputs[assignment], {**settings, "refused": reason})
                 refused.append((SubmissionResult(student, assignment, NEEDS_ATTENTION, reason), fp))
                 continue
-            entry = self.status.get(student, assignment)
             if not self.force and entry and entry.get("fingerprint") == fp:
                 skipped += 1
+                seen.append((student, assignment, {**entry, "quick": quick}))  # read once; next time not
                 continue
+            self._quick[(student, assignment)] = quick
             todo.append((student, assignment, files, fp))
+        self.status.set_many(seen)
         return todo, refused, skipped
 
-    def _jobs(self, todo, workdir):
-        templates, sources = {}, {}
-        config_text = (self.root / "nbgrader_config.py").read_text()
+    def _shared(self, assignment, workdir):
+        """What every submission of an assignment shares (the gradebook template, the
+        source notebooks, the configuration): built once, sent to the cluster once."""
+        template = layout.gradebook_template(self.root, self.config, assignment,
+                                             Path(workdir) / f"{assignment}.db")
+        base = self.root / "solutions" / assignment
+        source = {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+        return {"gradebook": template, "source": source, "config": (self.root / "nbgrader_config.py").read_text()}
+
+    def _jobs(self, todo):
+        """(Job without the assignment's shared data, fingerprint) for each submission to grade."""
         granted = extensions.load(self.root)
+        expected = {}
         for student, assignment, files, fp in todo:
-            if assignment not in templates:
-                templates[assignment] = layout.gradebook_template(
-                    self.root, self.config, assignment, Path(workdir) / f"{assignment}.db")
-                base = self.root / "solutions" / assignment
-                sources[assignment] = {str(p.relative_to(base)): p.read_bytes()
-                                       for p in sorted(base.rglob("*")) if p.is_file()}
-            yield Job(student, assignment, layout.expected_notebooks(self.root, assignment), files,
-                      sources[assignment], templates[assignment], config_text,
+            if assignment not in expected:
+                expected[assignment] = layout.expected_notebooks(self.root, assignment)
+            yield Job(student, assignment, expected[assignment], files, {}, b"", "",
                       self._settings_for(student, assignment, fp),
                       granted.get((student, assignment))), fp
+
+    def complete_jobs(self, todo, workdir):
+        """(complete Job, fingerprint) for each submission: to grade in this process."""
+        shared = {}
+        for job, fp in self._jobs(todo):
+            if job.assignment not in shared:
+                shared[job.assignment] = self._shared(job.assignment, workdir)
+            yield _with_shared(job, shared[job.assignment]), fp
 
     def _settings_for(self, student, assignment, fp):
         """The run's settings; for a submission the machine starved last time (the same
@@ -256,6 +384,10 @@ class Grading:
     # --- the run --------------------------------------------------------------------
 
     def run(self, students=None, assignments=None, progress=True):
+        """Grade what changed; returns the summary: counts of "graded", "needs_attention",
+        "skipped", and "attention": [(student, assignment, reason)] of this run. Ctrl-C
+        stops it after the result being recorded: everything recorded so far is kept, and
+        Interrupted carries the summary."""
         warnings.simplefilter("ignore")  # nbgrader's and dask's own warnings are noise here
         layout.ensure_gradebook(self.root, self.config)
         if self.settings.device.startswith("cuda"):
@@ -263,32 +395,57 @@ class Grading:
         todo, refused, skipped = self.plan(students, assignments)
         layout.add_students(self.root, self.config,
                             sorted({s for s, *_ in todo} | {r.student for r, _ in refused}))
-        summary = {GRADED: 0, NEEDS_ATTENTION: 0, "skipped": skipped}
-        for result, fp in refused:
-            self.merge_safely(result, fp)
-            summary[NEEDS_ATTENTION] += 1
-        if not todo:
-            return summary
+        summary = {GRADED: 0, NEEDS_ATTENTION: 0, "skipped": skipped, "attention": [], "not_reached": 0}
         from nbgrader.api import Gradebook
 
-        with tempfile.TemporaryDirectory(prefix="autograde-") as workdir, \
-                Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
+        with Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
             self._open_gradebook = gb
-            bar = layout.progress(len(todo), enabled=progress)
             try:
-                for result, fp in self._map(self._jobs(todo, workdir), len(todo)):
-                    summary[self.merge_safely(result, fp)] += 1
-                    bar.update(1)
-            except RunStopped as err:
-                err.summary = summary
-                raise
+                for result, fp in refused:
+                    self._count(summary, result, self.merge_safely(result, fp))
+                self._commit()
+                if todo:
+                    self._grade(todo, summary, progress)
             finally:
                 self._open_gradebook = None
-                bar.close()
-                self.status.flush()
+                self.status.fold_if_due()
         return summary
 
-    def _map(self, jobs, count):
+    def _grade(self, todo, summary, progress):
+        bar = layout.Progress("autograde", len(todo), enabled=progress)
+        where = self.scheduler or f"{min(self.jobs, len(todo))} local worker(s)"
+        bar.note(f"{len(todo)} submission(s) to grade on {where}" + ("" if self.scheduler else " (starting them)"))
+        interrupted = _Interrupt()
+        try:
+            with tempfile.TemporaryDirectory(prefix="autograde-") as workdir, interrupted, \
+                    contextlib.closing(self._map(self._jobs(todo), len(todo), workdir, bar)) as results:
+                for result, fp in results:
+                    with interrupted.deferred():  # Ctrl-C now stops after this result is recorded
+                        status = self.merge_safely(result, fp)
+                        self._count(summary, result, status)
+                        bar.done(f"{result.student} / {result.assignment}",
+                                 f"{status.replace('_', ' ')} ({result.elapsed:.1f} s)")
+                    if interrupted.requested:
+                        raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            self._commit()
+            summary["not_reached"] = len(todo) - bar.count
+            raise Interrupted(summary) from None
+        except RunStopped as err:
+            self._commit()
+            err.summary = summary
+            raise
+        finally:
+            self._commit()
+            bar.close()
+
+    @staticmethod
+    def _count(summary, result, status):
+        summary[status] += 1
+        if status == NEEDS_ATTENTION:
+            summary["attention"].append((result.student, result.assignment, result.reason or "see the status"))
+
+    def _map(self, jobs, count, workdir, bar):
         """(result, fingerprint) for every one of the count jobs, as they finish, on the Dask
         cluster."""
         import dask
@@ -297,15 +454,18 @@ class Grading:
         with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                               "distributed.scheduler.worker-saturation": 1.0,
                               "distributed.worker.daemon": False}), _quiet_dask():
-            cluster, client = self._connect(min(self.jobs, count))
+            cluster = client = None
             try:
+                cluster, client = self._connect(min(self.jobs, count))
                 if self.scheduler:
                     self._check_cluster(client)
-                yield from self._run_tasks(client, iter(jobs))
+                else:
+                    _own_process_groups(client)
+                bar.note("grading")
+                yield from self._run_tasks(client, iter(jobs), workdir)
             finally:
-                client.close()
-                if cluster is not None:
-                    cluster.close()
+                _close_quietly(client, cluster)
+
 
     def _connect(self, workers):
         """The cluster and its client: an embedded cluster of `workers` processes (no more
@@ -360,57 +520,71 @@ class Grading:
             print(f"autograde: {len(busy)} worker(s) have more than one thread; each grades one "
                   "submission at a time (start workers with --nthreads 1)", file=sys.stderr)
 
-    def _run_tasks(self, client, jobs):
+    def _run_tasks(self, client, jobs, workdir):
         from distributed import as_completed
         from distributed.scheduler import KilledWorker
 
         expected = environment()
-        futures, running = {}, as_completed()
+        futures, shared = {}, {}
+        running = as_completed(with_results=True, raise_errors=False)
+        window = {"size": 4, "asked": 0.0}
 
         def submit_more():
-            window = max(4, IN_FLIGHT_PER_THREAD * sum(client.nthreads().values()))
-            while len(futures) < window:
+            if time.monotonic() - window["asked"] > 5:  # workers come and go on a cluster
+                window["size"] = max(4, IN_FLIGHT_PER_THREAD * sum(client.nthreads().values()))
+                window["asked"] = time.monotonic()
+            while len(futures) < window["size"]:
                 item = next(jobs, None)
                 if item is None:
                     return
                 job, fp = item
+                if job.assignment not in shared:  # sent once; a task that needs it fetches it
+                    data = self._shared(job.assignment, workdir)
+                    shared[job.assignment] = client.submit(_shared_data, data, pure=False,
+                                                           key=f"assignment-{job.assignment}-{fp[:12]}")
                 key = f"grade-{job.student}-{job.assignment}-{fp[:12]}"
-                future = client.submit(grade_task, job, expected, key=key, pure=False)
+                future = client.submit(self.task, job, expected, shared[job.assignment], key=key, pure=False)
                 futures[future] = (job, fp)
                 running.add(future)
 
         try:
             submit_more()
-            for future in running:
+            for future, outcome in running:
                 job, fp = futures.pop(future)
-                try:
-                    result = future.result()
-                except KilledWorker as err:
-                    # Its fingerprint is recorded: later runs do not try it again (and lose
-                    # workers again) until the submission or the grader changes.
-                    result = SubmissionResult(job.student, job.assignment, NEEDS_ATTENTION,
-                                              _killed_reason(client, err))
-                except UnfitWorker as err:
-                    raise RunStopped(f"{err}: start every worker from the same commit and "
-                                     "environment as this checkout; everything finished so far "
-                                     "is recorded") from None
-                except (ImportError, AttributeError) as err:  # unpickling grade_task or a Job
-                    raise RunStopped(f"a worker cannot load the course's grader "
-                                     f"({type(err).__name__}: {str(err)[:200]}): start every "
-                                     "worker from the same commit and environment as this "
-                                     "checkout; everything finished so far is recorded") from None
-                except Exception as err:
-                    if _scheduler_gone(client, err):
+                if future.status == "finished":
+                    result = outcome
+                else:
+                    err = outcome[1] if isinstance(outcome, tuple) and len(outcome) == 3 else outcome
+                    if isinstance(err, KilledWorker):
+                        # Its fingerprint is recorded: later runs do not try it again (and lose
+                        # workers again) until the submission or the grader changes.
+                        result = SubmissionResult(job.student, job.assignment, NEEDS_ATTENTION,
+                                                  _killed_reason(client, err))
+                    elif isinstance(err, UnfitWorker):
+                        raise RunStopped(f"{err}: start every worker from the same commit and "
+                                         "environment as this checkout; everything finished so far "
+                                         "is recorded") from None
+                    elif isinstance(err, (ImportError, AttributeError)):  # unpickling grade_task or a Job
+                        raise RunStopped(f"a worker cannot load the course's grader "
+                                         f"({type(err).__name__}: {str(err)[:200]}): start every "
+                                         "worker from the same commit and environment as this "
+                                         "checkout; everything finished so far is recorded") from None
+                    elif _scheduler_gone(client, err):
                         raise RunStopped(self._lost_message(err)) from None
-                    result, fp = SubmissionResult(
-                        job.student, job.assignment, NEEDS_ATTENTION,
-                        f"the cluster could not grade it ({type(err).__name__}: "
-                        f"{str(err)[:200]}); the next run tries again"), None
+                    else:
+                        result, fp = SubmissionResult(
+                            job.student, job.assignment, NEEDS_ATTENTION,
+                            f"the cluster could not grade it ({type(err).__name__}: "
+                            f"{str(err)[:200]}); the next run tries again"), None
                 future.release()  # the result leaves the cluster once merged
                 yield result, fp
                 submit_more()
         except (OSError, TimeoutError) as err:  # submit_more asking a scheduler that is gone
             raise RunStopped(self._lost_message(err)) from None
+        finally:
+            for future in list(futures) + list(shared.values()):
+                future.release()
+
 
     def _lost_message(self, err):
         where = self.scheduler or "the embedded cluster"
@@ -421,19 +595,27 @@ class Grading:
 
     @contextlib.contextmanager
     def _gradebook(self):
-        """The course gradebook: the one a run keeps open (SQLAlchemy then compiles its
-        statements once, not once per submission), or one opened for this call."""
+        """The course gradebook: the one a run keeps open (its statements compiled once,
+        its results committed in batches), or one opened and committed for this call."""
         from nbgrader.api import Gradebook
 
         if self._open_gradebook is None:
             with Gradebook(layout.db_url(self.root), self.config.CourseDirectory.course_id) as gb:
                 yield gb
+                gb.db.commit()
+            self.status.set_many(self._pending)
+            self._pending = []
             return
-        try:
-            yield self._open_gradebook
-        except BaseException:
-            self._open_gradebook.db.rollback()
-            raise
+        yield self._open_gradebook
+
+    def _commit(self):
+        """Commit the run's merged results, then record their status entries: the status
+        never names a grade the gradebook does not hold."""
+        if self._open_gradebook is not None:
+            self._open_gradebook.db.commit()
+        self.status.set_many(self._pending)
+        self._pending = []
+        self._last_commit = time.monotonic()
 
     def merge_safely(self, result, fp):
         """merge(), and if recording the result fails (a file name the disk refuses, say),
@@ -451,56 +633,45 @@ class Grading:
             except Exception:  # not even in the gradebook: the status still lists it
                 record = Record(NEEDS_ATTENTION, fp, time.time(), round(result.elapsed, 2), reason)
                 self.status.set(result.student, result.assignment, record.to_json())
+            result.reason = reason
             return NEEDS_ATTENTION
 
     def merge(self, result, fp):
         """Record one result: the only place that writes the course gradebook and status.
-        The late penalty is the worker's: nbgrader's run applied the course's policy
-        (grader.instructor.late) to the score it gave, from the student's extended due date;
-        only a regraded submission that keeps a manual grade or extra credit, whose score
-        is not the worker's, has it computed again here."""
-        from nbgrader.api import MissingEntry
+        The gradebook's rows are written with a few statements (grader.grading.merge, on
+        nbgrader's tables), in a savepoint of the run's transaction, which is committed
+        about once a second. The late penalty is the worker's: nbgrader's run applied the
+        course's policy (grader.grading.late) to the score it gave, from the student's
+        extended due date; only a regraded submission that keeps a manual grade or extra
+        credit, whose score is not the worker's, has it computed again here."""
+        from grader.grading import merge as rows
 
         student, assignment = result.student, result.assignment
         final = self.root / "autograded" / student / assignment
         record = Record(result.status, None if result.retry else fp,  # no fingerprint: graded again
-                        time.time(), round(result.elapsed, 2), starved=fp if result.retry else None)
+                        time.time(), round(result.elapsed, 2),
+                        quick=None if result.retry or not fp else self._quick.get((student, assignment)),
+                        starved=fp if result.retry else None)
         with self._gradebook() as gb:
-            if result.status == GRADED:
-                _replace_dir(final, result.files)
-                kwargs = {"timestamp": result.timestamp} if result.timestamp else {}
-                gb.update_or_create_submission(assignment, student, **kwargs)
-                for name, nb in result.notebooks.items():
-                    _record_notebook(gb.find_submission_notebook(name, assignment, student), nb)
-                gb.db.commit()
-                if _graded_by_hand(gb.find_submission(assignment, student)):
-                    late.apply(gb, self.config, assignment, student)
-                record.notebooks = {name: nb.checks for name, nb in result.notebooks.items()}
-            else:
-                try:
-                    gb.remove_submission(assignment, student)  # no stale grades
-                except MissingEntry:
-                    pass
-                shutil.rmtree(final, ignore_errors=True)
-                record.reason = result.reason
-        self.status.set(student, assignment, record.to_json())
+            cells = self._cells.get(assignment)
+            if cells is None:
+                cells = self._cells[assignment] = rows.AssignmentCells.read(gb.db, assignment)
+            with gb.db.begin_nested():
+                if result.status == GRADED:
+                    _replace_dir(final, result.files)
+                    by_hand = rows.write_submission(gb.db, cells, student, result.timestamp, result.notebooks)
+                    if by_hand:
+                        late.apply(gb, self.config, assignment, student)
+                    record.notebooks = {name: nb.checks for name, nb in result.notebooks.items()}
+                else:
+                    rows.remove_submission(gb.db, cells, student)  # no stale grades
+                    shutil.rmtree(final, ignore_errors=True)
+                    record.reason = result.reason
+            self._pending.append((student, assignment, record.to_json()))
+        if self._open_gradebook is not None and (time.monotonic() - self._last_commit > COMMIT_EVERY
+                                                 or len(self._pending) >= COMMIT_MOST):
+            self._commit()
 
-
-def _graded_by_hand(submission):
-    """Whether a person changed the submission's score (a manual grade, extra credit)."""
-    return any(grade.manual_score is not None or grade.extra_credit
-               for nb in submission.notebooks for grade in nb.grades)
-
-
-def _record_notebook(sub_nb, nb):
-    """One NotebookResult into the course gradebook's notebook: scores, comments, penalty."""
-    missing = CellGrade(None, None, True)  # a cell nbgrader did not grade: a person does
-    for grade in sub_nb.grades:
-        cell = nb.grades.get(grade.name, missing)
-        grade.auto_score, grade.needs_manual_grade = cell.auto_score, cell.needs_manual_grade
-    for comment in sub_nb.comments:
-        comment.auto_comment = nb.comments.get(comment.name)
-    sub_nb.late_submission_penalty = nb.late_penalty
 
 
 def _scheduler_gone(client, err):
@@ -592,20 +763,50 @@ def main(argv=None):
     grading = Grading(args.root, jobs=args.jobs, device=args.device, force=args.force or bool(args.student),
                       budget=args.budget, scheduler=args.scheduler, memory=args.memory)
     start = time.monotonic()
-    stopped = None
+    stopped = interrupted = None
     try:
         summary = grading.run(args.student, args.assignment)
     except RunStopped as err:
-        stopped, summary = err, err.summary or {GRADED: 0, NEEDS_ATTENTION: 0, "skipped": 0}
-    where = args.scheduler or f"{grading.started} local worker(s)"
+        stopped, summary = err, err.summary or _empty_summary()
+    except Interrupted as err:
+        interrupted, summary = err, err.summary
+    except KeyboardInterrupt:  # before any grading started (reading the submissions)
+        interrupted, summary = True, _empty_summary()
+    where = args.scheduler or (f"{grading.started} local worker(s)" if grading.started else "no worker (nothing to grade)")
     print(_summary(summary, len(chosen), _selection(args), time.monotonic() - start, where))
-    attention = [(s, a, e) for s, a, e in grading.status.attention() if (s, a) in chosen]
-    for student, assignment, entry in attention:
-        print(f"  NEEDS ATTENTION {student} / {assignment}: {entry['reason']}")
+    for line in _attention_lines(summary, grading.status, chosen):
+        print(line)
+    if interrupted:
+        kept = summary[GRADED] + summary[NEEDS_ATTENTION]
+        left = summary.get("not_reached", 0)
+        print(f"autograde: INTERRUPTED (Ctrl-C): {kept} submission(s) finished in this run are recorded and kept "
+              f"({summary[GRADED]} graded, {summary[NEEDS_ATTENTION]} need attention); {left} were not graded.\n"
+              "  A plain `make autograde` (no FORCE=1) continues: it grades what is new or changed and skips what "
+              "is recorded." + ("\n  The submissions this regrade did not reach keep their earlier grades." if grading.force
+                               else ""), file=sys.stderr)
+        return 130
     if stopped:
         print(f"autograde: STOPPED: {stopped}", file=sys.stderr)
         return 1
     return 0
+
+
+def _empty_summary():
+    return {GRADED: 0, NEEDS_ATTENTION: 0, "skipped": 0, "attention": [], "not_reached": 0}
+
+
+def _attention_lines(summary, status, chosen):
+    """The submissions that need attention: this run's (as many as the summary counts), then
+    those of the selection that needed attention in an earlier run and were not graded
+    again (unchanged since), said to be from an earlier run."""
+    lines = [f"  NEEDS ATTENTION {s} / {a}: {reason}" for s, a, reason in summary.get("attention", [])]
+    now = {(s, a) for s, a, _ in summary.get("attention", [])}
+    earlier = [(s, a, e) for s, a, e in status.attention() if (s, a) in chosen and (s, a) not in now]
+    if earlier:
+        lines.append(f"  {len(earlier)} more need attention from an earlier run (not graded again: unchanged since; "
+                     "fix the submission, or FORCE=1 tries again):")
+        lines += [f"  NEEDS ATTENTION (earlier run) {s} / {a}: {e['reason']}" for s, a, e in earlier]
+    return lines
 
 
 def _selection(args):

@@ -93,6 +93,7 @@ class Record:
     elapsed: float
     reason: str = ""
     notebooks: dict = field(default_factory=dict)  # notebook -> NotebookChecks
+    quick: Optional[str] = None  # the folder's quick_signature when it was graded (grader.grading.status)
     # the fingerprint of a submission that needs attention because the machine starved its
     # sandbox: the next run grades it on its wall-clock ceiling rather than asking again
     starved: Optional[str] = None
@@ -100,6 +101,8 @@ class Record:
     def to_json(self):
         data = {"fingerprint": self.fingerprint, "status": self.status,
                 "graded_at": self.graded_at, "elapsed": self.elapsed}
+        if self.quick:
+            data["quick"] = self.quick
         if self.status == GRADED:
             data["notebooks"] = {name: checks.to_json() for name, checks in self.notebooks.items()}
         else:
@@ -114,7 +117,8 @@ class Record:
                    graded_at=data.get("graded_at", 0.0), elapsed=data.get("elapsed", 0.0),
                    reason=data.get("reason") or "", starved=data.get("starved"),
                    notebooks={name: NotebookChecks.from_json(nb)
-                              for name, nb in (data.get("notebooks") or {}).items()})
+                              for name, nb in (data.get("notebooks") or {}).items()},
+                   quick=data.get("quick"))
 
     def flag_texts(self):
         """What the instructor is asked to look at, per notebook: a time budget that ran out,

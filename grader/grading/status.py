@@ -6,10 +6,10 @@ typed outcomes of every check. It is the one store of outcomes: grades.csv, the 
 the tests read them here. The file is replaced atomically, so a killed run never leaves half of it, and a
 re-run regrades exactly what changed.
 
-A large class is not rewritten whole for every submission: past SMALL entries, each
-result is appended as one line to autograded/.status.journal, which is folded into the
-file once it holds an eighth as many lines as the file has entries, and at the end of
-a run (flush). Reading replays the journal over the file; a line cut short by a kill is
+A large class is not rewritten whole for every submission: past SMALL entries, the
+results are appended to autograded/.status.journal, a line each, which is folded into the
+file once it holds an eighth as many lines as the file has entries (at the end of a run
+too, or for a small class). Reading replays the journal over the file; a line cut short by a kill is
 ignored, so that submission is graded again.
 """
 import hashlib
@@ -49,21 +49,38 @@ class Status:
         by_assignment[assignment] = entry
 
     def set(self, student, assignment, entry):
-        self._put(student, assignment, entry)
+        self.set_many([(student, assignment, entry)])
+
+    def set_many(self, items):
+        """Record several entries ((student, assignment, entry)) with one write: the whole
+        file for a small class or when the journal is due to be folded, else one append to
+        the journal."""
+        if not items:
+            return
+        for student, assignment, entry in items:
+            self._put(student, assignment, entry)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._count < SMALL or self._journaled + 1 >= self._count // 8:
+        if self._count < SMALL or self._journaled + len(items) >= self._count // 8:
             self._write()
             return
-        line = json.dumps({"student": student, "assignment": assignment, "entry": entry},
-                          sort_keys=True)
+        lines = "".join("\n" + json.dumps({"student": student, "assignment": assignment, "entry": entry},
+                                          sort_keys=True) + "\n"  # never glued to a line a kill cut short
+                        for student, assignment, entry in items)
         with open(self.journal, "a") as f:
-            f.write("\n" + line + "\n")  # never glued to a line a kill cut short
-        self._journaled += 1
+            f.write(lines)
+        self._journaled += len(items)
 
     def flush(self):
-        """Fold the journal into the file (at the end of a run)."""
+        """Fold the journal into the file."""
         if self._journaled or self.journal.exists():
             self._write()
+
+    def fold_if_due(self):
+        """At the end of a run: fold the journal into the file, unless the class is large
+        and the journal short (a regrade of a few submissions does not rewrite the status
+        of the whole class; the journal is read with the file)."""
+        if self._count < SMALL or self._journaled >= self._count // 8:
+            self.flush()
 
     def _write(self):
         """Write the whole file (atomically: a kill never leaves half of it), then drop
@@ -109,6 +126,37 @@ def grading_inputs(root, assignment, duedate=None):
     config = Path(root) / "nbgrader_config.py"
     h.update(config.read_bytes() if config.exists() else b"")
     h.update(str(duedate).encode())
+    return h.hexdigest()
+
+
+QUICK_DEPTH = 40  # folders deeper than this get no quick signature (the submission is read, and refused)
+
+
+def quick_signature(folder, inputs, settings):
+    """What a submission's folder looks like to the OS, with the grading inputs and the
+    settings: every entry's path, type, size, inode, modification and change times (the
+    change time moves with any write, and no program can set it). Equal to the one recorded
+    when the submission was graded, the files are the ones graded: a run that changes
+    nothing reads none of them. Computed before the files are read, so a file written
+    after that is seen next time. None for a folder nested deeper than QUICK_DEPTH."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    h.update(inputs.encode())
+    folder = str(folder)
+    info = os.lstat(folder)
+    h.update(f"{info.st_mode}\0{info.st_ino}\0{info.st_mtime_ns}\0{info.st_ctime_ns}\n".encode())
+    pending = [("", 0)]
+    while pending:
+        rel, depth = pending.pop()
+        if depth > QUICK_DEPTH:
+            return None
+        with os.scandir(os.path.join(folder, rel)) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                info = entry.stat(follow_symlinks=False)
+                path = os.path.join(rel, entry.name)
+                h.update(f"{path}\0{info.st_mode}\0{info.st_size}\0{info.st_ino}\0{info.st_mtime_ns}\0"
+                         f"{info.st_ctime_ns}\n".encode("utf-8", "surrogateescape"))
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((path, depth + 1))
     return h.hexdigest()
 
 

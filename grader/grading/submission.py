@@ -7,7 +7,7 @@ the assignment's source notebooks, a gradebook template that knows the assignmen
 course's nbgrader configuration file and the grading settings. The function builds a
 throwaway course folder of its own, runs nbgrader's autograde there (which executes
 the notebook through grader.grading.execute in a fresh kernel), reads the scores nbgrader
-recorded (with the late penalty that the course's policy, grader.late, gives them, from the
+recorded (with the late penalty that the course's policy, grader.grading.late, gives them, from the
 student's extended due date where the job carries an extension) and the typed outcomes of
 every check, and returns them (grader.grading.results.NotebookResult) with the autograded
 files. It never writes the course's gradebook or status: the caller merges results.
@@ -52,7 +52,7 @@ class Job:
     gradebook: bytes  # a gradebook.db that knows the assignment and no student
     config: str  # the text of the course's nbgrader_config.py
     settings: Settings = field(default_factory=Settings)
-    extension: Optional[object] = None  # grader.instructor.extensions.Extension: the student's, if granted
+    extension: Optional[object] = None  # grader.grading.extensions.Extension: the student's, if granted
 
 
 @dataclass
@@ -337,8 +337,8 @@ def grade_submission(job):
         (course / "gradebook.db").write_bytes(job.gradebook)
         _write_tree(course / "solutions" / job.assignment, job.source)
         _write_tree(course / "submitted" / job.student / job.assignment, job.files)
-        if job.extension is not None:  # grader.late reads it from the course folder
-            from grader.instructor import extensions
+        if job.extension is not None:  # grader.grading.late reads it from the course folder
+            from grader.grading import extensions
 
             extensions.save(course, {(job.student, job.assignment): job.extension})
         from grader.grading import layout

@@ -7,7 +7,8 @@
     python -m grader.instructor collect --zip lms.zip [--assignment A] [--times times.csv]
                                                     # make collect ZIP=... [ASSIGNMENT=...] [TIMES=...]
     python -m grader.instructor extensions extensions.csv                     # make extensions CSV=...
-    python -m grader.instructor feedback                                      # make feedback
+    python -m grader.instructor feedback [--assignment A] [--student S] [--force] [--jobs N]
+                                                    # make feedback [ASSIGNMENT=...] [STUDENT=...] [FORCE=1]
     python -m grader.instructor release-feedback [--assignment A]             # make release-feedback
     python -m grader.instructor export                                        # make export
 
@@ -15,10 +16,11 @@ The work is done in grader.instructor's lms (LMS downloads), submission_times, r
 extensions, late (late policy) and report (grades.csv, grades_canvas.csv, the grade report).
 """
 import argparse
+import os
+import sys
 from pathlib import Path
 
-from grader.instructor import late
-from grader.grading import layout
+from grader.grading import late, layout
 
 
 def _api(root, **settings):
@@ -150,26 +152,18 @@ def _collected(assignment, before, after):
     return "\n".join(lines)
 
 
-def feedback(root):
-    """Per-student HTML feedback for every graded submission, hidden tests removed, with the
-    late penalty of the current score (grader.instructor.late)."""
-    from nbgrader.api import Gradebook
+def feedback(root, assignment=None, student=None, force=False, jobs=None, scheduler=None, memory=None):
+    """Per-student HTML feedback for the graded submissions (of one assignment, one student,
+    or both), hidden tests removed, with the late penalty of the current score; only what
+    changed since the pages were made (grader.instructor.feedback)."""
+    from grader.instructor import feedback as pages
 
-    root = Path(root)
-    config = layout.load_config(root)
-    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
-        late.apply(gb, config)
-        graded = sorted((sub.student.id, a.name) for a in gb.assignments
-                        for sub in gb.assignment_submissions(a.name))
-    api = _api(root)
-    done = 0
-    for student, assignment in graded:
-        result = api.generate_feedback(assignment, student)
-        if not result["success"]:
-            print(f"feedback failed for {student} / {assignment}: {(result.get('error') or '')[-300:]}")
-            continue
-        done += 1
-    print(f"feedback written for {done} submission(s) under feedback/")
+    try:
+        return pages.run(root, assignment, student, force, jobs, scheduler, memory)
+    except KeyboardInterrupt:
+        print("feedback: INTERRUPTED (Ctrl-C): the pages written so far are kept; run the same command again "
+              "to make the rest (what is done is skipped)", file=sys.stderr)
+        raise SystemExit(130)
 
 
 def release_feedback(root, assignment=None):
@@ -217,7 +211,14 @@ def main(argv=None):
     parser.add_argument("--zip", default=None)
     parser.add_argument("--times", default=None, help="collect --zip: the LMS's submission times (CSV)")
     parser.add_argument("--assignment", default=None)
-    parser.add_argument("--force", action="store_true", help="release-exchange: replace a released assignment")
+    parser.add_argument("--student", default=None, help="feedback: only this student's")
+    parser.add_argument("--force", action="store_true",
+                        help="release-exchange: replace a released assignment; feedback: make every page again")
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS") or 0) or None,
+                        help="feedback: embedded workers (default: one per core)")
+    parser.add_argument("--scheduler", default=os.environ.get("SCHEDULER") or None,
+                        help="feedback: an existing Dask scheduler's address")
+    parser.add_argument("--memory", default=os.environ.get("MEMORY") or None)
     parser.add_argument("--owner", default=None,
                         help="setup-exchange, run by root: the instructor's login name (default: "
                              "the course folder's owner)")
@@ -240,7 +241,9 @@ def main(argv=None):
     elif args.command == "collect":
         collect(args.root, args.zip or None, assignment, args.times or None)
     elif args.command == "feedback":
-        feedback(args.root)
+        if assignment:
+            _chosen(args.root, assignment)  # an unknown name stops here, with the names there are
+        feedback(args.root, assignment, args.student or None, args.force, args.jobs, args.scheduler, args.memory)
     elif args.command == "release-feedback":
         release_feedback(args.root, assignment)
     else:

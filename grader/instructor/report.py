@@ -35,17 +35,19 @@ formula in the CSV files.
 import csv
 import datetime
 import html
+import os
 import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from traitlets import Dict, Float
 from traitlets.config import Configurable
 
-from grader.instructor import extensions, late, lms, roster
-from grader.grading import layout
+from grader.grading import extensions, late, layout, scores
+from grader.instructor import lms, roster
 
 GRADED, MISSING, ATTENTION, PENDING = "graded", "missing", "needs_attention", "not_graded_yet"
 NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
@@ -171,30 +173,55 @@ class Table:
     roster_imported: bool = True                         # roster.json exists (make roster)
 
     def by_student(self):
-        out = defaultdict(list)
-        for r in self.rows:
-            out[r.student].append(r)
-        return out
+        """student -> their rows, in assignment order (computed once)."""
+        if getattr(self, "_by_student", None) is None:
+            out = defaultdict(list)
+            for r in self.rows:
+                out[r.student].append(r)
+            for rows in out.values():
+                rows.sort(key=lambda r: r.assignment)
+            self._by_student = out
+        return self._by_student
 
     def totals(self):
-        """student -> {points, possible, percent, missing, open, late}"""
-        out = {}
-        for s in self.students:
-            rows = [r for r in self.rows if r.student == s["id"]]
-            counted = [r for r in rows if r.status in (GRADED, MISSING)]
-            points = sum(r.score or 0.0 for r in rows if r.status == GRADED)
-            possible = sum(r.max_score or 0.0 for r in counted)
-            out[s["id"]] = {"points": points, "possible": possible,
-                            "percent": 100.0 * points / possible if possible else None,
-                            "missing": sum(r.status == MISSING for r in rows),
-                            "open": sum(r.status in (ATTENTION, PENDING) for r in rows),
-                            "late": sum(r.late for r in rows)}
-        return out
+        """student -> {points, possible, percent, missing, open, late} (computed once)."""
+        if getattr(self, "_totals", None) is None:
+            rows_of = self.by_student()
+            out = {}
+            for s in self.students:
+                rows = rows_of.get(s["id"], [])
+                counted = [r for r in rows if r.status in (GRADED, MISSING)]
+                points = sum(r.score or 0.0 for r in rows if r.status == GRADED)
+                possible = sum(r.max_score or 0.0 for r in counted)
+                out[s["id"]] = {"points": points, "possible": possible,
+                                "percent": 100.0 * points / possible if possible else None,
+                                "missing": sum(r.status == MISSING for r in rows),
+                                "open": sum(r.status in (ATTENTION, PENDING) for r in rows),
+                                "late": sum(r.late for r in rows)}
+            self._totals = out
+        return self._totals
+
+
+def _collected(root):
+    """{assignment: students with a folder in submitted/}: one pass over the folder."""
+    found = defaultdict(set)
+    submitted = Path(root) / "submitted"
+    if not submitted.is_dir():
+        return found
+    with os.scandir(submitted) as students:
+        for student in students:
+            if student.is_dir() and not student.name.startswith("."):
+                with os.scandir(student.path) as folders:
+                    for folder in folders:
+                        if folder.is_dir():
+                            found[folder.name].add(student.name)
+    return found
 
 
 def gather(root, config=None, now=None):
-    """Read the gradebook (and the status file) into a Table; writes nothing."""
-    from nbgrader.api import Gradebook
+    """Read the gradebook (and the status file) into a Table; writes nothing. The gradebook
+    is read in a few set-based statements (grader.grading.scores), whatever the class size."""
+    from nbgrader.api import Assignment, Gradebook
 
     root = Path(root)
     config = config or layout.load_config(root)
@@ -204,42 +231,47 @@ def gather(root, config=None, now=None):
     granted = extensions.load(root)
     with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         students = _students(root, gb, status)
-        rows, counted, not_counted = [], [], []
-        for a in sorted(gb.assignments, key=lambda a: a.name):
-            subs = {sub.student.id: sub for sub in gb.assignment_submissions(a.name)}
-            collected = {p.parent.name for p in (root / "submitted").glob(f"*/{a.name}") if p.is_dir()}
-            touched = set(subs) | {s for (s, name) in status if name == a.name} | collected
-            if not touched and not (a.duedate and a.duedate < now):
-                not_counted.append(a.name)
-                continue
-            counted.append({"name": a.name, "duedate": a.duedate, "max_score": a.max_score})
-            info = lms.collected_info(root, a.name)
-            for s in students:
-                _canvas_id_from_download(s, info.get(s["id"], []))
-                row = Row(student=s["id"], assignment=a.name, status=MISSING, max_score=a.max_score,
-                          duedate=a.duedate, first_name=s["first_name"], last_name=s["last_name"],
-                          email=s["email"], lms_user_id=s["lms_user_id"])
-                record = status.get((s["id"], a.name))
-                row.flags, row.mistakes = (record.flag_texts(), record.mistakes()) if record else ([], {})
-                sub = subs.get(s["id"])
-                ext = granted.get((s["id"], a.name))
-                row.extended_due = ext.new_due(a.duedate) if ext else None
-                if sub is not None:
-                    _fill(row, sub)
-                    if ext:
-                        row.seconds_late = ext.seconds_late(row.seconds_late, a.duedate)
-                    if record and record.status == ATTENTION:
-                        row.flags.insert(0, f"graded in the gradebook although the last autograde said: {record.reason}")
-                    files = info.get(s["id"], [])
-                    sources = {f.get("time_source") for f in files} - {None, ""}
-                    row.time_source = "; ".join(sorted(sources))
-                    row.lateness_unknown = any(f.get("time_status") == "unknown" for f in files)
-                elif record and record.status == ATTENTION:
-                    row.status, row.reason = ATTENTION, record.reason
-                elif s["id"] in collected:
-                    row.status = PENDING
-                    row.reason = "collected but not graded yet: run make autograde"
-                rows.append(row)
+        assignments = gb.db.query(Assignment.name, Assignment.duedate, Assignment.max_score)\
+            .order_by(Assignment.name).all()
+        submissions = {(sub.assignment, sub.student): sub for sub in scores.read(gb.db, cells=True)}
+    collected_of = _collected(root)
+    touched_of = defaultdict(set)
+    for (student, name) in list(status) + [(s, a) for (a, s) in submissions]:
+        touched_of[name].add(student)
+    rows, counted, not_counted = [], [], []
+    for name, duedate, max_score in assignments:
+        collected = collected_of.get(name, set())
+        if not (touched_of[name] | collected) and not (duedate and duedate < now):
+            not_counted.append(name)
+            continue
+        counted.append({"name": name, "duedate": duedate, "max_score": max_score})
+        info = lms.collected_info(root, name)
+        for s in students:
+            _canvas_id_from_download(s, info.get(s["id"], []))
+            row = Row(student=s["id"], assignment=name, status=MISSING, max_score=max_score,
+                      duedate=duedate, first_name=s["first_name"], last_name=s["last_name"],
+                      email=s["email"], lms_user_id=s["lms_user_id"])
+            record = status.get((s["id"], name))
+            row.flags, row.mistakes = (record.flag_texts(), record.mistakes()) if record else ([], {})
+            sub = submissions.get((name, s["id"]))
+            ext = granted.get((s["id"], name))
+            row.extended_due = ext.new_due(duedate) if ext else None
+            if sub is not None:
+                _fill(row, sub)
+                if ext:
+                    row.seconds_late = ext.seconds_late(row.seconds_late, duedate)
+                if record and record.status == ATTENTION:
+                    row.flags.insert(0, f"graded in the gradebook although the last autograde said: {record.reason}")
+                files = info.get(s["id"], [])
+                sources = {f.get("time_source") for f in files} - {None, ""}
+                row.time_source = "; ".join(sorted(sources))
+                row.lateness_unknown = any(f.get("time_status") == "unknown" for f in files)
+            elif record and record.status == ATTENTION:
+                row.status, row.reason = ATTENTION, record.reason
+            elif s["id"] in collected:
+                row.status = PENDING
+                row.reason = "collected but not graded yet: run make autograde"
+            rows.append(row)
     rule = late.policy(config)
     store = roster.load_store(root) or {}
     columns = {a["name"]: canvas_column(a["name"], settings.canvas_columns, store.get("canvas_columns", []))
@@ -302,17 +334,18 @@ def canvas_column(assignment, configured, known):
 
 
 def _fill(row, sub):
+    """A graded row from the submission's scores (grader.grading.scores.SubmissionScores)."""
     row.status = GRADED
     row.timestamp = sub.timestamp
     row.seconds_late = sub.total_seconds_late
     row.raw_score = sub.score
-    row.penalty = sub.late_submission_penalty or 0.0
+    row.penalty = sub.penalty
     row.score = max(0.0, sub.score - row.penalty)
-    row.needs_manual_grade = bool(sub.needs_manual_grade)
+    row.needs_manual_grade = sub.needs_manual_grade
     for nb in sub.notebooks:
-        for grade in nb.grades:
-            row.manual |= grade.manual_score is not None
-            row.extra_credit += grade.extra_credit or 0.0
+        for grade in nb.cells:
+            row.manual |= grade.manual
+            row.extra_credit += grade.extra_credit
             row.cells[f"{nb.name}/{grade.name}"] = (grade.score, grade.max_score)
     if row.needs_manual_grade:
         row.flags.append("needs manual grading in the formgrader")
@@ -374,9 +407,12 @@ def write_canvas_csv(table, path):
 # --- the report -------------------------------------------------------------------------
 
 def summaries(table):
+    rows_of = defaultdict(list)
+    for r in table.rows:
+        rows_of[r.assignment].append(r)
     out = []
     for a in table.assignments:
-        rows = [r for r in table.rows if r.assignment == a["name"]]
+        rows = rows_of[a["name"]]
         graded = [r for r in rows if r.status == GRADED]
         pct = [100.0 * r.score / a["max_score"] for r in graded if a["max_score"]]
         out.append({
@@ -394,6 +430,7 @@ def summaries(table):
 
 def lists(table):
     totals = table.totals()
+    rows_of = table.by_student()
     attention = [r for r in table.rows if r.status in (ATTENTION, PENDING)]
     missing = defaultdict(list)
     for r in table.rows:
@@ -405,7 +442,7 @@ def lists(table):
     for s in table.students:
         t = totals[s["id"]]
         if t["percent"] is not None and t["percent"] < table.threshold:
-            names = Counter(n for r in table.rows if r.student == s["id"] for n in r.mistakes.values())
+            names = Counter(n for r in rows_of.get(s["id"], []) for n in r.mistakes.values())
             struggling.append((s["id"], t, names.most_common(3)))
     return {"attention": attention, "missing": dict(missing), "late": late_rows, "unknown": unknown,
             "struggling": struggling, "extended": [r for r in table.rows if r.extended_due],
@@ -471,97 +508,120 @@ def _when(dt):
     return "" if dt is None else f"{dt:%Y-%m-%d %H:%M} UTC"
 
 
-def _lateness(seconds):
-    days, rest = divmod(int(seconds), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes)
-    return " ".join(parts) or f"{int(seconds)} s"
+@dataclass
+class Section:
+    """One section of the report. Every text and cell is plain text, escaped by the writer,
+    so the Markdown and the HTML show the same thing."""
+    title: str
+    intro: list = field(default_factory=list)   # paragraphs
+    header: Optional[list] = None               # the table's column names; None: no table
+    rows: list = field(default_factory=list)    # the table's rows, each a list of cells
+    image: Optional[str] = None                 # a plot's file name beside the report
 
 
 def sections(table):
-    """The report as (title, intro, header, rows, image) sections; every cell is plain text
-    (escaped by the writer), so Markdown and HTML show the same thing."""
+    """The report as a list of Sections."""
     totals = table.totals()
+    rows_of = table.by_student()
     found = lists(table)
     per = summaries(table)
     passed, tried = cell_stats(table)
     mistakes = Counter(n for r in table.rows if r.status == GRADED for n in r.mistakes.values())
-    graded = [r for r in table.rows if r.status == GRADED]
-    out = [("Grade report", [
+    count = Counter(r.status for r in table.rows)
+    out = [Section("Grade report", intro=[
         f"students: {len(table.students)}; assignments that count: {len(table.assignments)}"
         + (f" (not counted yet, nothing collected and not due: {', '.join(table.not_counted)})" if table.not_counted else ""),
-        f"submissions graded: {len(graded)}; need attention: {sum(r.status == ATTENTION for r in table.rows)}; "
-        f"not graded yet: {sum(r.status == PENDING for r in table.rows)}; missing: {sum(r.status == MISSING for r in table.rows)}; "
+        f"submissions graded: {count[GRADED]}; need attention: {count[ATTENTION]}; "
+        f"not graded yet: {count[PENDING]}; missing: {count[MISSING]}; "
         f"late: {len(found['late'])}; lateness unknown: {len(found['unknown'])}; "
         f"extensions: {len(found['extended'])}; not on the roster: {len(table.off_roster)}",
         f"late policy: {table.policy}",
         "Scores are read from nbgrader's gradebook: manual grades, extra credit and late penalties included.",
-    ], None, None, None)]
-    out.append(("Students", ["Total: points of the graded assignments over the points of the graded and "
-                             "missing ones (a missing assignment counts 0 there); open = needs attention "
-                             "or not graded yet, left out of the total until it is graded."],
-                ["student", "name", *[a["name"] for a in table.assignments], "total", "%", "missing", "late", "open"],
-                [[s["id"], " ".join(p for p in (s["first_name"], s["last_name"]) if p),
-                  *[_row_text(r) for r in sorted((r for r in table.rows if r.student == s["id"]),
-                                                 key=lambda r: r.assignment)],
-                  f"{score_text(totals[s['id']]['points'])} / {score_text(totals[s['id']]['possible'])}",
-                  _pct(totals[s["id"]]["percent"]), totals[s["id"]]["missing"], totals[s["id"]]["late"],
-                  totals[s["id"]]["open"]] for s in table.students], None))
-    out.append(("Assignments", [], ["assignment", "due", "max", "handed in", "graded", "needs attention",
-                                    "not graded yet", "missing", "late", "mean", "median", "min", "max %"],
-                [[p["assignment"], _when(p["due"]), score_text(p["max"]), p["handed_in"], p["graded"],
-                  p["attention"], p["pending"], p["missing"], p["late"], _pct(p["mean"]), _pct(p["median"]),
-                  _pct(p["min"]), _pct(p["max_pct"])] for p in per], None))
+    ])]
+    out.append(Section(
+        "Students",
+        intro=["Total: points of the graded assignments over the points of the graded and missing ones (a "
+               "missing assignment counts 0 there); open = needs attention or not graded yet, left out of "
+               "the total until it is graded."],
+        header=["student", "name", *[a["name"] for a in table.assignments], "total", "%", "missing", "late", "open"],
+        rows=[[s["id"], " ".join(p for p in (s["first_name"], s["last_name"]) if p),
+               *[_row_text(r) for r in rows_of.get(s["id"], [])],
+               f"{score_text(totals[s['id']]['points'])} / {score_text(totals[s['id']]['possible'])}",
+               _pct(totals[s["id"]]["percent"]), totals[s["id"]]["missing"], totals[s["id"]]["late"],
+               totals[s["id"]]["open"]] for s in table.students]))
+    out.append(Section(
+        "Assignments",
+        header=["assignment", "due", "max", "handed in", "graded", "needs attention", "not graded yet", "missing",
+                "late", "mean", "median", "min", "max %"],
+        rows=[[p["assignment"], _when(p["due"]), score_text(p["max"]), p["handed_in"], p["graded"], p["attention"],
+               p["pending"], p["missing"], p["late"], _pct(p["mean"]), _pct(p["median"]), _pct(p["min"]),
+               _pct(p["max_pct"])] for p in per]))
     no_total = sum(t["percent"] is None for t in totals.values())
-    out.append(("Score histogram", [f"Every student on the roster, by total: {len(totals) - no_total} students"
-                                    + (f"; {no_total} with nothing graded or missing yet are not in it" if no_total else "")],
-                None, None, "score_histogram.png"))
-    out.append(("Needs attention", ["Submissions that have no score yet, with the reason."] if found["attention"]
-                else ["Nothing: every submission that was handed in is graded."],
-                ["student", "assignment", "reason"] if found["attention"] else None,
-                [[r.student, r.assignment, r.reason] for r in found["attention"]], None))
-    out.append(("Missing", ["Nothing handed in for an assignment that counts (no score, not a 0 in the exports)."]
-                if found["missing"] else ["Nobody is missing an assignment."],
-                ["student", "missing assignments"] if found["missing"] else None,
-                [[s, ", ".join(a)] for s, a in sorted(found["missing"].items())], None))
-    out.append(("Late", [table.policy, "Late by: from the student's due date (an extension's, where one "
-                                       "was granted)."] + ([] if found["late"] else ["No late submissions."]),
-                ["student", "assignment", "submitted", "due", "late by", "penalty", "score", "time from"]
-                if found["late"] else None,
-                [[r.student, r.assignment, _when(r.timestamp), _when(r.due) + " (extended)" * bool(r.extended_due),
-                  _lateness(r.seconds_late), score_text(r.penalty),
-                  f"{score_text(r.score)} / {score_text(r.max_score)}", r.time_source or "nbgrader submission time"]
-                 for r in found["late"]], None))
-    out.append(("Lateness unknown", [
-        "Collected from an LMS that gave no submission time: no penalty was applied. Collect again with the "
-        "LMS's times (make collect ZIP=... TIMES=...: Moodle's grading worksheet, or a CSV of student and "
-        "submitted_at), then make autograde and make export."] if found["unknown"] else ["Nobody."],
-        ["student", "assignment", "due", "what the LMS said"] if found["unknown"] else None,
-        [[r.student, r.assignment, _when(r.due), r.time_source] for r in found["unknown"]], None))
-    out.append(("Extensions", [] if found["extended"] else ["None granted (make extensions CSV=...)."],
-                ["student", "assignment", "due", "extended to"] if found["extended"] else None,
-                [[r.student, r.assignment, _when(r.duedate), _when(r.extended_due)] for r in found["extended"]], None))
-    out.append(("Not on the roster", ["Students in the gradebook whom the roster does not list, and what to do."]
-                if table.off_roster else ["Nobody: every student is on the roster."] if table.roster_imported
-                else [NO_ROSTER],
-                ["student", "what to do"] if table.off_roster else None,
-                [list(item) for item in table.off_roster], None))
-    out.append(("Struggling", [f"Total below {table.threshold:g}%, with the mistakes the checks named most often."]
-                + ([] if found["struggling"] else ["Nobody."]),
-                ["student", "total", "%", "missing", "most frequent named mistakes"] if found["struggling"] else None,
-                [[s, f"{score_text(t['points'])} / {score_text(t['possible'])}", _pct(t["percent"]), t["missing"],
-                  "; ".join(f"{n} ({k})" for n, k in names) or "none named"] for s, t, names in found["struggling"]],
-                None))
-    out.append(("Flagged", ["Scores come from the checks, which run outside the student's kernel. These graded "
-                            "submissions changed a cell they were given, did something no answer "
-                            "needs, or wait for a manual grade."] + ([] if found["flagged"] else ["Nothing flagged."]),
-                ["student", "assignment", "flag"] if found["flagged"] else None,
-                [[r.student, r.assignment, flag] for r in found["flagged"] for flag in r.flags], None))
-    out.append(("Pass rate per test", [], ["test", "passed", "graded"],
-                [[c.split("/", 1)[-1], passed[c], tried[c]] for c in sorted(tried)], "pass_rate.png"))
-    out.append(("Misconceptions named by the checks", [], ["misconception", "test cells"],
-                [[n, k] for n, k in mistakes.most_common()] or [["(none)", 0]], "misconceptions.png"))
+    out.append(Section(
+        "Score histogram",
+        intro=[f"Every student on the roster, by total: {len(totals) - no_total} students"
+               + (f"; {no_total} with nothing graded or missing yet are not in it" if no_total else "")],
+        image="score_histogram.png"))
+    out.append(Section(
+        "Needs attention",
+        intro=["Submissions that have no score yet, with the reason."] if found["attention"]
+        else ["Nothing: every submission that was handed in is graded."],
+        header=["student", "assignment", "reason"] if found["attention"] else None,
+        rows=[[r.student, r.assignment, r.reason] for r in found["attention"]]))
+    out.append(Section(
+        "Missing",
+        intro=["Nothing handed in for an assignment that counts (no score, not a 0 in the exports)."]
+        if found["missing"] else ["Nobody is missing an assignment."],
+        header=["student", "missing assignments"] if found["missing"] else None,
+        rows=[[s, ", ".join(a)] for s, a in sorted(found["missing"].items())]))
+    out.append(Section(
+        "Late",
+        intro=[table.policy, "Late by: from the student's due date (an extension's, where one was granted)."]
+        + ([] if found["late"] else ["No late submissions."]),
+        header=["student", "assignment", "submitted", "due", "late by", "penalty", "score", "time from"]
+        if found["late"] else None,
+        rows=[[r.student, r.assignment, _when(r.timestamp), _when(r.due) + " (extended)" * bool(r.extended_due),
+               extensions.duration(r.seconds_late), score_text(r.penalty),
+               f"{score_text(r.score)} / {score_text(r.max_score)}", r.time_source or "nbgrader submission time"]
+              for r in found["late"]]))
+    out.append(Section(
+        "Lateness unknown",
+        intro=["Collected from an LMS that gave no submission time: no penalty was applied. Collect again with "
+               "the LMS's times (make collect ZIP=... TIMES=...: Moodle's grading worksheet, or a CSV of student "
+               "and submitted_at), then make autograde and make export."] if found["unknown"] else ["Nobody."],
+        header=["student", "assignment", "due", "what the LMS said"] if found["unknown"] else None,
+        rows=[[r.student, r.assignment, _when(r.due), r.time_source] for r in found["unknown"]]))
+    out.append(Section(
+        "Extensions",
+        intro=[] if found["extended"] else ["None granted (make extensions CSV=...)."],
+        header=["student", "assignment", "due", "extended to"] if found["extended"] else None,
+        rows=[[r.student, r.assignment, _when(r.duedate), _when(r.extended_due)] for r in found["extended"]]))
+    out.append(Section(
+        "Not on the roster",
+        intro=["Students in the gradebook whom the roster does not list, and what to do."] if table.off_roster
+        else ["Nobody: every student is on the roster."] if table.roster_imported else [NO_ROSTER],
+        header=["student", "what to do"] if table.off_roster else None,
+        rows=[list(item) for item in table.off_roster]))
+    out.append(Section(
+        "Struggling",
+        intro=[f"Total below {table.threshold:g}%, with the mistakes the checks named most often."]
+        + ([] if found["struggling"] else ["Nobody."]),
+        header=["student", "total", "%", "missing", "most frequent named mistakes"] if found["struggling"] else None,
+        rows=[[s, f"{score_text(t['points'])} / {score_text(t['possible'])}", _pct(t["percent"]), t["missing"],
+               "; ".join(f"{n} ({k})" for n, k in names) or "none named"] for s, t, names in found["struggling"]]))
+    out.append(Section(
+        "Flagged",
+        intro=["Scores come from the checks, which run outside the student's kernel. These graded submissions "
+               "changed a cell they were given, did something no answer needs, or wait for a manual grade."]
+        + ([] if found["flagged"] else ["Nothing flagged."]),
+        header=["student", "assignment", "flag"] if found["flagged"] else None,
+        rows=[[r.student, r.assignment, flag] for r in found["flagged"] for flag in r.flags]))
+    out.append(Section(
+        "Pass rate per test", header=["test", "passed", "graded"],
+        rows=[[c.split("/", 1)[-1], passed[c], tried[c]] for c in sorted(tried)], image="pass_rate.png"))
+    out.append(Section(
+        "Misconceptions named by the checks", header=["misconception", "test cells"],
+        rows=[[n, k] for n, k in mistakes.most_common()] or [["(none)", 0]], image="misconceptions.png"))
     return out
 
 
@@ -575,16 +635,16 @@ def _row_text(r):
 
 def write_markdown(secs, path):
     lines = []
-    for i, (title, intro, header, rows, image) in enumerate(secs):
-        lines += [("# " if i == 0 else "## ") + md(title), ""]
-        lines += [f"- {md(t)}" if i == 0 else md(t) for t in intro]
-        lines += [""] * bool(intro)
-        if image:
-            lines += [f"![{md(title)}]({image})", ""]
-        if header:
-            lines.append("| " + " | ".join(md(h) for h in header) + " |")
-            lines.append("|" + "---|" * len(header))
-            lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in rows]
+    for i, sec in enumerate(secs):
+        lines += [("# " if i == 0 else "## ") + md(sec.title), ""]
+        lines += [f"- {md(t)}" if i == 0 else md(t) for t in sec.intro]
+        lines += [""] * bool(sec.intro)
+        if sec.image:
+            lines += [f"![{md(sec.title)}]({sec.image})", ""]
+        if sec.header:
+            lines.append("| " + " | ".join(md(h) for h in sec.header) + " |")
+            lines.append("|" + "---|" * len(sec.header))
+            lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in sec.rows]
             lines.append("")
     Path(path).write_text("\n".join(lines), encoding="utf-8")
 
@@ -594,14 +654,15 @@ def write_html(secs, path):
              "<style>body{font-family:sans-serif;max-width:72em;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.2em .5em;"
              "text-align:left;vertical-align:top}th{background:#f3f3f3}</style></head><body>"]
-    for i, (title, intro, header, rows, image) in enumerate(secs):
-        parts.append(f"<h{1 if i == 0 else 2}>{esc(title)}</h{1 if i == 0 else 2}>")
-        parts += [f"<p>{esc(t)}</p>" for t in intro]
-        if image:
-            parts.append(f"<img src='{esc(image)}' alt='{esc(title)}'>")
-        if header:
-            parts.append("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
-            parts += ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in rows]
+    for i, sec in enumerate(secs):
+        level = 1 if i == 0 else 2
+        parts.append(f"<h{level}>{esc(sec.title)}</h{level}>")
+        parts += [f"<p>{esc(t)}</p>" for t in sec.intro]
+        if sec.image:
+            parts.append(f"<img src='{esc(sec.image)}' alt='{esc(sec.title)}'>")
+        if sec.header:
+            parts.append("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in sec.header) + "</tr>")
+            parts += ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in sec.rows]
             parts.append("</table>")
     parts.append("</body></html>")
     Path(path).write_text("\n".join(parts), encoding="utf-8")
@@ -609,25 +670,39 @@ def write_html(secs, path):
 
 def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):
     """Apply the late policy in the gradebook, then write grades.csv, grades_canvas.csv and
-    reports/grade_report.{md,html} with their plots. Returns the paths."""
+    reports/grade_report.{md,html} with their plots. Returns the paths. Says each step
+    as it ends (on stderr, with its time), unless quiet."""
+    import sys
+    import time
+
     from nbgrader.api import Gradebook
+
+    start = time.monotonic()
+
+    def step(text):
+        if not quiet:
+            print(f"export: {text} ({time.monotonic() - start:.1f} s)", file=sys.stderr, flush=True)
 
     root = Path(root)
     config = layout.load_config(root)
     layout.ensure_gradebook(root, config)
     with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
         changed = late.apply(gb, config)
+    step(f"late policy applied to the gradebook ({len(changed)} penalty(ies) changed)")
     table = gather(root, config)
+    step(f"read {len(table.rows)} rows ({len(table.students)} students x {len(table.assignments)} assignments)")
     csv_path = Path(csv_path or root / "grades.csv")
     canvas_path = Path(canvas_path or root / "grades_canvas.csv")
     out = Path(report_dir or root / "reports")
     out.mkdir(parents=True, exist_ok=True)
     write_grades_csv(table, csv_path)
     write_canvas_csv(table, canvas_path)
+    step(f"wrote {csv_path.name} and {canvas_path.name}")
     plots(table, out)
     secs = sections(table)
     write_markdown(secs, out / "grade_report.md")
     write_html(secs, out / "grade_report.html")
+    step(f"wrote {out / 'grade_report.md'} (.html) and its plots")
     if not quiet:
         counts = Counter(r.status for r in table.rows)
         print(f"late policy: {table.policy}" + (f" ({len(changed)} penalty(ies) updated in the gradebook)" if changed else ""))
