@@ -20,7 +20,8 @@ c.Exchange.root = os.path.join(ROOT, "exchange")
 # Created on first use (nbgrader itself only creates it on the first release): while it is
 # missing the formgrader hides Release/Collect and the Assignment List cannot list courses.
 # 0o777 is the mode nbgrader's release gives it, so no "invalid permissions" warning later.
-if not os.path.isdir(c.Exchange.root):
+# Not on the self-study route (`make lab` sets COURSE_SELF_STUDY), which has no exchange.
+if not os.path.isdir(c.Exchange.root) and not os.environ.get("COURSE_SELF_STUDY"):
     try:
         os.makedirs(c.Exchange.root, exist_ok=True)
         os.chmod(c.Exchange.root, 0o777)
