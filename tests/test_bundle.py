@@ -79,7 +79,7 @@ def test_the_bundle_is_the_package_with_its_readme_and_make_lab(built, wheel):
     assert (built / "installer.py").read_bytes() == (REPO / "student" / "attention_student" / "installer.py").read_bytes()
     readme = (built / "README.md").read_text()
     assert f'pip install "{wheel.name}[lab]" -c requirements.lock' in readme
-    assert "--index-url https://download.pytorch.org/whl/cpu" in readme and "make lab" in readme
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in readme and "make lab" in readme
 
 
 def test_every_make_target_the_bundle_names_exists(built, tmp_path):

@@ -387,7 +387,7 @@ notebooks` does the same; `--no-browser` prints the address instead of opening a
 **Linux without an NVIDIA GPU:** before the `pip install` line, install PyTorch's CPU
 build, which is a fraction of the size of PyPI's default (CUDA) build:
 
-    pip install "torch=={torch}+cpu" --index-url https://download.pytorch.org/whl/cpu
+    pip install "torch=={torch}+cpu" --extra-index-url https://download.pytorch.org/whl/cpu -c requirements.lock
 
 ## With make (macOS, Linux)
 

@@ -26,15 +26,15 @@ MARKER = "# The course's package"  # the cell's first line: recognised even with
 
 
 def install_cell_source(source=DEFAULT_SOURCE):
-    """The cell's code: a %pip install guarded by an import check, so that it costs nothing
-    where the course's packages are importable."""
+    """The cell's code: a %pip install guarded by an import, so that it costs nothing where
+    the course's packages are importable (the next cell imports them anyway). No importlib:
+    the grading scan flags import machinery in a cell a student changed."""
     return (f"{MARKER}: installed here only if this Python lacks it (a hosted notebook service);\n"
             "# anywhere else this cell does nothing.\n"
-            "import importlib.util\n"
-            "\n"
-            'if importlib.util.find_spec("grader") is None or importlib.util.find_spec("notebook_helpers") is None:\n'
-            f"    %pip install --quiet {source}\n"
-            "    importlib.invalidate_caches()")
+            "try:\n"
+            "    import grader, notebook_helpers\n"
+            "except ImportError:\n"
+            f"    %pip install --quiet {source}")
 
 
 def install_cell(source=DEFAULT_SOURCE):

@@ -347,7 +347,7 @@ def install_packages(inst, requirements=(), editable=(), wheels=(), remove=(), c
         if not inst.install("--constraint", inst.lock, wheel):
             raise InstallError(f"installing {wheel} failed (see above)")
     for path in editable:
-        say(f"{Path(path).resolve().name} itself (editable: your changes to its code apply at once)")
+        say(f"the project in {path} itself, editable (changes to its code apply at once)")
         if not inst.install("--no-deps", "-e", path):
             raise InstallError(f"installing {path} failed (see above)")
     if remove:
