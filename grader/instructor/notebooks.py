@@ -63,21 +63,25 @@ def store_plans(root=ROOT):
 
 
 def release(root=ROOT):
+    sources = notebook_paths(SOURCE, root)
+    print(f"release: the grading plans of {len(sources)} source notebooks", flush=True)
     store_plans(root)
+    print(f"release: generating {len(sources)} student notebooks (nbgrader generate_assignment)", flush=True)
     generate(root)
     problems = []
-    for path in notebook_paths(SOURCE, root):
+    for k, path in enumerate(sources, 1):
         result = validate(path)
         if result:
             problems.append(f"{path}: the source does not pass its own tests: {sorted(result)}")
         else:
-            print(f"source passes every test: {path.relative_to(root)}")
-    for path in notebook_paths(RELEASE, root):
+            print(f"[{k}/{len(sources)}] source passes every test: {path.relative_to(root)}", flush=True)
+    released = notebook_paths(RELEASE, root)
+    for k, path in enumerate(released, 1):
         result = validate(path, invert=True)
         if result:
             problems.append(f"{path}: the release passes some tests: {sorted(result)}")
         else:
-            print(f"release passes none:       {path.relative_to(root)}")
+            print(f"[{k}/{len(released)}] release passes none:       {path.relative_to(root)}", flush=True)
     if problems:
         raise SystemExit("\n".join(problems))
 
