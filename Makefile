@@ -40,9 +40,10 @@ ASSIGNMENT ?=
 CSV ?=
 CONFIRM ?=
 STUDENT ?=
+OWNER ?=
 
 .PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
-        feedback export bench notebook-times release-exchange roster release-feedback clean-grades \
+        feedback export bench notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
         student-bundle wheel extensions help work lock formgrader formgrader-command
 
 ## Install everything into .venv (make lab and make test do it when needed).
@@ -103,17 +104,21 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10 -m "not grading and not notebooks and not browser" $(PYTEST_ARGS)
 
-## Rewrite data/references/ from the float64 reference implementations.
+## Write data/references/ from the float64 references; unchanged files untouched (EXERCISES="..." for those).
 references: $(STAMP)
-	$(PY) -m grader.answers.fixtures
+	$(PY) -m grader.answers.fixtures $(EXERCISES)
 
-## Re-execute the instructor notebooks in solutions/ in place (their outputs are committed).
+## Re-execute solutions/ in place, outputs kept (ASSIGNMENT="09_attention_in_todays_models ..." for those only).
 execute: $(STAMP)
-	$(PY) -m grader.instructor.notebooks execute
+	$(PY) -m grader.instructor.notebooks execute $(ASSIGNMENT)
 
-## Regenerate notebooks/ from solutions/; check that the sources pass every test, the release none.
+## Regenerate notebooks/ from solutions/ and validate both (ASSIGNMENT="..." for those assignments only).
 release: $(STAMP)
-	$(PY) -m grader.instructor.notebooks release
+	$(PY) -m grader.instructor.notebooks release $(ASSIGNMENT)
+
+## Course server: build the shared exchange set in nbgrader_config.py (OWNER=name when run as root).
+setup-exchange: $(STAMP)
+	$(PY) -m grader.instructor setup-exchange $(if $(OWNER),--owner "$(OWNER)")
 
 ## Instructors: release every assignment (or ASSIGNMENT=...) to the exchange; FORCE=1 replaces one.
 release-exchange: $(STAMP)
@@ -123,7 +128,7 @@ release-exchange: $(STAMP)
 roster: $(STAMP)
 	$(PY) -m grader.instructor roster "$(CSV)"
 
-## Instructors: collect from the local exchange, or `make collect ZIP=x.zip [ASSIGNMENT=05_...] [TIMES=times.csv]`
+## Instructors: collect from the exchange, or `make collect ZIP=x.zip [ASSIGNMENT=05_...] [TIMES=times.csv]`
 collect: $(STAMP)
 	$(PY) -m grader.instructor collect $(if $(ZIP),--zip "$(ZIP)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") $(if $(TIMES),--times "$(TIMES)")
 
@@ -186,3 +191,24 @@ clean-grades:
 	  if [ "$$answer" != delete ]; then echo "not deleted"; exit 1; fi; \
 	fi; \
 	rm -rf $$present && echo "deleted"
+
+# --- on a GPU: the checks on CUDA against the CPU (scripts/gpu_check.py; README "On a GPU") ---
+# Made for a bare machine with torch: no make install; the machine's own python3.
+GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
+GPU_WHEELHOUSE ?= gpu-wheelhouse
+GPU_PYTHON_VERSION ?= 3.12
+GPU_PLATFORMS ?= manylinux2014_x86_64 manylinux_2_28_x86_64
+
+.PHONY: gpu-check gpu-wheelhouse
+
+## On a CUDA machine: every check on CUDA against the CPU, 08 timed, the notebooks (GPU_CHECK_ARGS=...).
+gpu-check:
+	PYTHONPATH=$(CURDIR) $(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+
+## The wheels the notebooks need on a bare GPU machine (nbclient, ipykernel, ipywidgets; Python 3.12).
+gpu-wheelhouse:
+	$(GPU_PYTHON) -m pip download --quiet --dest $(GPU_WHEELHOUSE) --only-binary=:all: \
+	  --python-version $(GPU_PYTHON_VERSION) --implementation cp $(foreach p,$(GPU_PLATFORMS),--platform $(p)) \
+	  -c $(LOCK) nbclient ipykernel ipywidgets
+	@du -sh $(GPU_WHEELHOUSE) | awk '{print "$(GPU_WHEELHOUSE): " $$1 " in " n " wheels"}' n=$$(ls $(GPU_WHEELHOUSE)/*.whl | wc -l)

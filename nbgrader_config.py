@@ -14,20 +14,35 @@ c.CourseDirectory.course_id = "self-attention"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 
-# Local exchange inside the course (git-ignored), so release/fetch/submit/collect work
-# without a system-wide /srv/nbgrader.
-c.Exchange.root = os.path.join(ROOT, "exchange")
-# Created on first use (nbgrader itself only creates it on the first release): while it is
-# missing the formgrader hides Release/Collect and the Assignment List cannot list courses.
-# 0o777 is the mode nbgrader's release gives it, so no "invalid permissions" warning later.
-# Not on the self-study route (`make lab` sets COURSE_SELF_STUDY), which has no exchange.
-if not os.path.isdir(c.Exchange.root) and not os.environ.get("COURSE_SELF_STUDY"):
+# How students hand in (README: "The course server"; grader/instructor/exchange.py).
+# The local route (both left empty): one account releases, submits and collects; students
+# are simulated with `nbgrader submit --student=ID` (self-study, the LMS route, the tests).
+# The exchange is exchange/ in the course (git-ignored), private to that account.
+# The course server: every student has an account whose login name is their student id, in
+# the Unix group COURSE_GROUP, and submits into the shared exchange SERVER_EXCHANGE, which
+# `make setup-exchange` builds (outside the course folder). Collect then takes a submission
+# only from the account of the student it names; otherwise only from the collecting account.
+SERVER_EXCHANGE = ""  # e.g. "/srv/nbgrader/self-attention"
+COURSE_GROUP = ""  # e.g. "self-attention"
+if bool(SERVER_EXCHANGE) != bool(COURSE_GROUP):
+    raise ValueError("nbgrader_config.py: the course server needs both SERVER_EXCHANGE and COURSE_GROUP")
+c.Exchange.root = SERVER_EXCHANGE or os.path.join(ROOT, "exchange")
+c.CourseExchange.group = COURSE_GROUP
+c.ExchangeCollect.check_owner = bool(SERVER_EXCHANGE)
+# Collect refuses (and lists) a submission that is not its student's; release never makes
+# the exchange world-writable (nbgrader's own release sets it to 0777).
+c.ExchangeFactory.collect = "grader.instructor.exchange.OwnedCollect"
+c.ExchangeFactory.release_assignment = "grader.instructor.exchange.KeptRelease"
+# The local exchange is created on first use (nbgrader itself only creates it on the first
+# release): while it is missing the formgrader hides Release/Collect and the Assignment
+# List cannot list courses. Not on the self-study route (`make lab` sets COURSE_SELF_STUDY),
+# which has no exchange.
+if not SERVER_EXCHANGE and not os.path.isdir(c.Exchange.root) and not os.environ.get("COURSE_SELF_STUDY"):
     try:
-        os.makedirs(c.Exchange.root, exist_ok=True)
-        os.chmod(c.Exchange.root, 0o777)
+        os.makedirs(c.Exchange.root, mode=0o700, exist_ok=True)
+        os.chmod(c.Exchange.root, 0o700)
     except OSError:
         pass  # a read-only course copy: nbgrader then reports the missing exchange itself
-c.CollectApp.check_owner = False
 
 # A new gradebook learns nbgrader's schema version in this process, not from an `alembic`
 # process of its own (grader/instructor/nbgrader_plugins.py: about 6 s less for every new gradebook).

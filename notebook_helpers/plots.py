@@ -1,4 +1,4 @@
-"""One heatmap helper and one bar-chart helper, used by every notebook."""
+"""The plotting helpers every notebook uses: heatmaps, a map of categories, bar charts."""
 import math
 
 import matplotlib.pyplot as plt
@@ -69,6 +69,23 @@ def show_heatmaps(matrices, titles=None, ncols=None, vmin=0.0, vmax=None, colorb
             ax.axis("off")
     fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.8, label=colorbar_label)
     return fig
+
+
+def show_categories(grid, names, colors=None, ax=None, title=None, xlabel="key", ylabel="query"):
+    """Draw a (rows, cols) grid of whole numbers 0 .. len(names) - 1 as categories: one flat
+    colour each, named in a legend (no colour bar: the numbers have no order or scale)."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    g = _numpy(grid)
+    colors = colors or ["#f0f0f0", "#9ecae1", "#08519c", "#fd8d3c", "#31a354"][:len(names)]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(3.2 + 0.25 * g.shape[1], 2.8 + 0.2 * g.shape[0]))
+    ax.imshow(g, cmap=ListedColormap(colors), vmin=-0.5, vmax=len(names) - 0.5, interpolation="nearest")
+    ax.legend(handles=[Patch(facecolor=c, edgecolor="0.4", label=n) for c, n in zip(colors, names)],
+              loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    return ax
 
 
 def show_probabilities(probs, labels=None, ax=None, title=None, ylim=(0, 1), xlabel="token",

@@ -1,6 +1,9 @@
 """A tiny next-character model around any attention module, to see what attention learns.
 
-token + position embeddings -> attention module -> linear layer to the vocabulary.
+one learned vector per (character, position) pair -> attention module -> linear layer to the
+vocabulary. A character at position 3 and the same character at position 4 are two different
+vectors, so the attention can tell where a token is; notebook 07 builds the usual way instead,
+a token table and a position table added together.
 """
 import torch
 import torch.nn as nn
@@ -12,15 +15,15 @@ from notebook_helpers.text import get_batch
 class TinyLM(nn.Module):
     def __init__(self, vocab_size, C, block_size, attention, out_dim):
         super().__init__()
-        self.token_embedding = nn.Embedding(vocab_size, C)
-        self.position_embedding = nn.Embedding(block_size, C)
+        self.block_size = block_size
+        self.embedding = nn.Embedding(vocab_size * block_size, C)  # row i * block_size + t: character i at position t
         self.attention = attention  # (B, T, C) -> (B, T, out_dim)
         self.lm_head = nn.Linear(out_dim, vocab_size)
 
     def embed(self, idx):
-        T = idx.shape[1]
-        pos = torch.arange(T, device=idx.device)  # (T,)
-        return self.token_embedding(idx) + self.position_embedding(pos)  # (B, T, C)
+        """(B, T) character ids -> (B, T, C): the vector of each character at its position."""
+        rows = idx * self.block_size + torch.arange(idx.shape[1], device=idx.device)  # (B, T) one row per pair
+        return self.embedding(rows)  # (B, T, C)
 
     def forward(self, idx):
         return self.lm_head(self.attention(self.embed(idx)))  # (B, T, vocab_size)

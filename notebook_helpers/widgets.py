@@ -140,14 +140,16 @@ class HeadSizeExplorer(_ChartWidget):
 
 class TextGenerator(_ChartWidget):
     """Text from a model, continued from a prompt you type, with a temperature slider.
-    The chart shows the distribution of the next character after the prompt at that
-    temperature: softmax(logits / temperature), the sharpening of notebook 03 with
-    factor = 1 / temperature. The same seed gives the same text for the same settings.
+    The chart shows which character generate picks next after the prompt, and how often,
+    out of DRAWS draws at that temperature (the sharpening of notebook 03 with factor
+    1 / temperature, as your generate applies it). The same seed gives the same text and
+    the same draws for the same settings.
 
     generate(model, idx, max_new_tokens, block_size, temperature=..., generator=...) is
     the function that samples (yours, in notebook 07)."""
 
     TOP = 12  # characters shown in the chart
+    DRAWS = 400  # next characters drawn for the chart
 
     def __init__(self, model, vocab, generate, block_size, prompt="The ", temperature=1.0,
                  length=160, seed=0):
@@ -178,11 +180,14 @@ class TextGenerator(_ChartWidget):
         self.model.eval()
         try:
             with torch.no_grad():
-                logits = self.model(ids[:, -self.block_size:])[0, -1].double()  # (vocab_size,)
-                probs = torch.softmax(logits / self.temperature, dim=-1)  # (vocab_size,)
                 gen = torch.Generator().manual_seed(self.seed)
                 out = self.generate(self.model, ids, self.length, self.block_size,
                                     temperature=self.temperature, generator=gen)  # (1, T + length)
+                same_prompt = ids.expand(self.DRAWS, -1)  # (DRAWS, T): the prompt, once per draw
+                draws = self.generate(self.model, same_prompt, 1, self.block_size, temperature=self.temperature,
+                                      generator=torch.Generator().manual_seed(self.seed + 1))[:, -1]  # (DRAWS,)
+            counts = torch.bincount(draws.long(), minlength=len(self.vocab)).double()  # (vocab_size,)
+            probs = counts / counts.sum()  # (vocab_size,) the share of the draws each character got
             text = self.vocab.decode(out[0].tolist())
         except NotImplementedError:  # one line, not a traceback, until the exercises are done
             self.message, self.probs = "The text appears here once Block, GPT and generate are written.", None
@@ -199,8 +204,8 @@ class TextGenerator(_ChartWidget):
         if self.probs is None:
             return note
         return (f"{note}temperature {self.temperature:.2f} (factor {1 / self.temperature:.2f}) "
-                f"&nbsp;·&nbsp; entropy of the next character {self.entropy:.2f} nats "
-                f"&nbsp;·&nbsp; largest probability {float(self.probs.max()):.2f}"
+                f"&nbsp;·&nbsp; next character over {self.DRAWS} draws: entropy {self.entropy:.2f} nats, "
+                f"largest share {float(self.probs.max()):.2f}"
                 f"<pre style='white-space: pre-wrap'>{html.escape(self.text)}</pre>")
 
     def png(self):
@@ -226,6 +231,6 @@ class TextGenerator(_ChartWidget):
             return
         top = torch.topk(self.probs, min(self.TOP, len(self.probs)))
         labels = [repr(self.vocab.decode([i]))[1:-1] or " " for i in top.indices.tolist()]
-        show_probabilities(top.values, labels, ax=ax,
-                           title=f"next character after the prompt, temperature {self.temperature:.2f}")
+        show_probabilities(top.values, labels, ax=ax, ylabel="share of the draws",
+                           title=f"next character in {self.DRAWS} draws, temperature {self.temperature:.2f}")
         ax.set_xlabel("character")

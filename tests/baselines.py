@@ -170,3 +170,53 @@ BASELINES = {
     "block": _block(), "gpt": _gpt(), "generate": _generate(), "online_softmax": _online(),
     "tiled_attention": _tiled(), "cached_attention": _cache(),
 }
+
+
+# --- 09: rotary positions, grouped key/value heads, a sliding window with a rolling cache ---
+
+from grader.answers.correct import SlidingWindowAttention, apply_rope as _rope  # noqa: E402
+
+
+def _rope_baselines():
+    def fixed_turn(x, positions):  # every vector turned by one angle, whatever its position
+        return _rope(x, torch.ones_like(positions))
+
+    def random_turn(x, positions):  # new random angles on every call
+        return _rope(x, torch.randint(0, 1000, positions.shape, device=positions.device))
+    return {"x": lambda x, positions: x.clone(), "zeros": lambda x, positions: torch.zeros_like(x),
+            "one angle for every position": fixed_turn, "random angles": random_turn}
+
+
+def _gqa_baselines():
+    def weights(fn):
+        def gqa(q, k, v, n_kv_heads, mask):
+            v = v.repeat_interleave(q.shape[1] // n_kv_heads, dim=1)  # (B, n_heads, T_k, head_size)
+            return fn((*q.shape[:-1], v.shape[-2]), mask.expand(*q.shape[:-1], v.shape[-2]), q) @ v
+        return gqa
+    return {"zeros": lambda q, k, v, n, mask: torch.zeros_like(q), "q": lambda q, k, v, n, mask: q.clone(),
+            "uniform": weights(_uniform_weights), "random weights": weights(_random_weights)}
+
+
+def _window_baselines():
+    class NeverRead(SlidingWindowAttention):
+        def forward(self, x):  # attention over the new tokens only: the cache is emptied each time
+            seen = self.seen
+            self.reset_cache()
+            self.seen = seen
+            return super().forward(x)
+
+    class OnlyItself(SlidingWindowAttention):
+        def forward(self, x):  # each token's own value, merely projected
+            B, T, C = x.shape
+            v = self.value(x).view(B, T, self.n_kv_heads, self.head_size)
+            v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=2).reshape(B, T, -1)
+            return self.proj(v)
+
+    class Zeros(SlidingWindowAttention):
+        def forward(self, x):
+            return torch.zeros_like(x)
+    return {"never read": NeverRead, "only itself": OnlyItself, "zeros": Zeros}
+
+
+BASELINES.update({"apply_rope": _rope_baselines(), "grouped_query_attention": _gqa_baselines(),
+                  "sliding_window_attention": _window_baselines()})

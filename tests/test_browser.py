@@ -587,7 +587,7 @@ def test_text_generator_widget_follows_its_temperature(ui, lab):
             line, chart = _settle(ui, widget, f"temperature {temperature}", chart,
                                   f"temperature {temperature}")
             texts.add(_text(widget))
-            largest[temperature] = _number(line, "largest probability")
+            largest[temperature] = _number(line, "largest share")
     assert all(text.startswith("The tide ") and len(text) > 100 for text in texts), texts
     assert len(texts) >= 3, "new temperatures should sample new text"
     assert largest["0.05"] > largest["0.85"] > largest["3.00"], largest  # sharper when colder

@@ -43,7 +43,7 @@ def _says(printed, start):
 
 def test_the_notebook_module_gives_the_same_logits_and_text():
     printed = run_demo()
-    assert _says(printed, "the same 192 tokens") == "True"
+    assert _says(printed, "the same 256 tokens") == "True"
     assert _says(printed, "the same next-token logits") == "True"
 
 

@@ -98,6 +98,34 @@ def test_the_channel_code_is_sent_to_a_kernel_once(kernel):
     assert all(len(code) < source_size // 4 for code in sent[1:])
 
 
+# names the notebook may bind that the channel's code would otherwise meet: `from torch import *`
+# binds compile; a student may bind any other
+SHADOWED = ("compile", "exec", "open", "print", "len", "__import__", "get_ipython", "sys", "types",
+            "builtins", "IPython", "isinstance", "getattr", "str", "type")
+
+
+def test_the_channel_uses_no_name_of_the_notebooks(kernel):
+    """The installer and every call use the builtins and the import statement, never a name
+    from the notebook's globals: with `from torch import *` and globals named compile, exec,
+    open, print, len (and more), the check says what it says in JupyterLab."""
+    run_code, sent, folder = kernel
+    assert run_code("import builtins as __b\n__before = set(__b.globals())") is None
+    run_code(f"import sys; sys.modules.pop({MODULE!r}, None)")  # installed again, into that namespace
+    shadow = "from torch import *\n" + "".join(f"{n} = lambda *a, **k: 1 / 0\n" for n in SHADOWED)
+    assert run_code(shadow) is None
+    try:
+        channel = KernelChannel(run_code, folder)
+        graded = evaluate(EXERCISES["head"], channel.student("Head"), "values", graded=True)
+        namespace = {}
+        exec(HEAD_WITH_BIAS, namespace)
+        lab = evaluate(EXERCISES["head"], namespace["Head"], "values")
+        assert channel.installed and graded.mistake == "bias", graded.message
+        assert (graded.passed, graded.message) == (lab.passed, lab.message)
+    finally:
+        run_code("for __n in set(__b.globals()) - __before:\n    __b.globals().pop(__n, None)\ndel __b")
+    assert run_code("assert compile is __import__('builtins').compile") is None
+
+
 @pytest.mark.parametrize("focus", ["output", "values"])
 def test_a_name_the_notebook_does_not_define_costs_one_call_per_check(kernel, focus):
     """Every call of a check and its facts fail at the lookup alike: the kernel is asked

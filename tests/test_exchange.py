@@ -20,4 +20,4 @@ def test_nbgrader_finds_the_exchange_on_a_fresh_course(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "does not exist" not in proc.stderr and "Unwritable" not in proc.stderr, proc.stderr
     assert exchange.is_dir()
-    assert stat.S_IMODE(exchange.stat().st_mode) == 0o777  # what nbgrader's own release sets
+    assert stat.S_IMODE(exchange.stat().st_mode) == 0o700  # the local route's: this account's only

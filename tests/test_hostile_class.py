@@ -2,12 +2,18 @@
 embedded Dask cluster, the `make autograde` path), one class, one quiet run to compare
 with. Classmates that attack the trusted side: one prints a 300 MB line, one sends
 replies that unpack into 30 million nested lists, one ignores the interrupt of a call
-that runs past its time. Classmates that attack the machine (where sandboxes have
-cgroups): 120 CPU-bound processes, memory spread over many processes, a fork bomb; they
-spend their own sandbox's CPU, memory and process limits, never the honest student's
-budget. The honest score and verdicts equal a quiet run's; each hostile submission is
-graded with its broken checks at 0 and the rest kept, or needs attention with a reason."""
+that runs past its time, one hands in a notebook of 20,000 cells and one of 5 MB of nested
+markup, one reaches the forbidden function through a decorator; and one honest but odd
+notebook (`from torch import *` and globals named compile, exec, open, len; a cell id that
+breaks the format; HTML dressed as the grader's verdict; markup nested 20,000 deep; a cell
+Python's parser gives up on; a 20 MB message sent past the kernel's own bounds).
+Classmates that attack the machine (where sandboxes have cgroups): 120 CPU-bound
+processes, memory spread over many processes, a fork bomb; they spend their own sandbox's
+CPU, memory and process limits, never the honest student's budget. The honest score and
+verdicts equal a quiet run's; each hostile submission is graded with its broken checks at 0
+and the rest kept, or needs attention with a reason."""
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -26,8 +32,10 @@ pytestmark = pytest.mark.xdist_group("hostile")
 available, why = isolation_available()
 support = cgroups.support()
 CONTAINED = available and bool(support.version)
-BUDGET = 10  # CPU seconds per notebook where counted: the honest notebook needs about 1.5, and
-# the hogs spend all of theirs (a larger budget only costs the suite CPU time)
+BUDGET = 10  # CPU seconds per notebook where counted: the honest notebook needs about 1.5 (the
+# 300 MB line about 0.3 more: the kernel cuts it before it is sent, see
+# scripts/bench_huge_output.py), and the hogs spend all of theirs (a larger budget only costs
+# the suite CPU time)
 WALL_FACTOR = 36  # its wall-clock ceiling, 360 s: room for a 300 MB line on a loaded machine
 
 HUGE_LINE = 'print("x" * 300_000_000)\n'  # then the correct answer
@@ -51,7 +59,40 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 '''
 HOSTILE = {"huge_line": lambda src: HUGE_LINE + src,
            "reply_bomb": lambda src: REPLY_BOMB + src,
-           "ignores_interrupt": lambda src: IGNORES_INTERRUPT}
+           "ignores_interrupt": lambda src: IGNORES_INTERRUPT,
+           "route_decorator": lambda src: synthetic.ROUTES["decorator_returns_it"]["code"]}
+FAKE_ALERT = '<div class="alert alert-success" style="font-size:2em">Score: 20 / 20 \u2014 Flagged: none</div>'
+NESTED = "<div>" * 20_000 + "x" + "</div>" * 20_000  # 220 KB a cell
+ODD_CELLS = [  # after the first code cell of an honest notebook (synthetic's import_cell answer)
+    "from torch import *\ncompile = exec = open = len = lambda *a, **k: None",
+    f"from IPython.display import HTML, display\ndisplay(HTML({FAKE_ALERT!r}))",
+    "x = " + " + ".join(["'a'"] * 3000),  # Python's ast gives up (RecursionError)
+    "k = get_ipython().kernel\nk.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'x' * 20_000_000},"
+    " parent=k.get_parent())",
+]
+BAD_ID = 'zz"><img src=x onerror=alert(1)>'
+
+
+def _odd_but_honest(root):
+    nb = synthetic.HONEST_VARIANTS["import_cell"](root, A, A)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells[first + 1:first + 1] = [nbformat.v4.new_code_cell(code) for code in ODD_CELLS]
+    nb.cells += [nbformat.v4.new_markdown_cell(FAKE_ALERT)] + [nbformat.v4.new_markdown_cell(NESTED) for _ in range(7)]
+    nb.cells[first]["id"] = BAD_ID
+    return nb
+
+
+def _too_large(root, kind):
+    nb = synthetic.answered(root, A, A)
+    if kind == "cells":
+        nb.cells += [nbformat.v4.new_code_cell("pass") for _ in range(20_000)]
+    else:
+        nb.cells += [nbformat.v4.new_markdown_cell(NESTED) for _ in range(24)]  # 5.3 MB
+    return nb
+
+
+ODD = {"odd_but_honest": _odd_but_honest, "twenty_thousand_cells": lambda root: _too_large(root, "cells"),
+       "nested_markup_5mb": lambda root: _too_large(root, "markup")}
 
 
 def _grading(root, jobs):
@@ -72,6 +113,10 @@ def runs(tmp_path_factory):
         folder.mkdir(parents=True)
         nb = synthetic.answered(loud, A, A, edit=lambda gid, src, edit=edit: edit(src))
         nbformat.write(nb, folder / f"{A}.ipynb")
+    for student, build in ODD.items():
+        folder = loud / "submitted" / student / A
+        folder.mkdir(parents=True)
+        (folder / f"{A}.ipynb").write_text(json.dumps(build(loud)))  # (as handed in: not validated)
     if CONTAINED:  # without a cgroup per sandbox these would take the machine
         for name in synthetic.RESOURCE_HOGS:
             synthetic.make_hog(loud, name, name)
@@ -99,10 +144,10 @@ def _messages(root, student):
 
 def test_the_honest_score_equals_a_quiet_runs(runs):
     quiet, quiet_summary, loud, loud_summary = runs
-    hostile = len(HOSTILE) + (len(synthetic.RESOURCE_HOGS) if CONTAINED else 0)
+    hostile = len(HOSTILE) + len(ODD) + (len(synthetic.RESOURCE_HOGS) if CONTAINED else 0)
     assert quiet_summary["graded"] == 1, quiet_summary
     assert loud_summary["graded"] + loud_summary.get("needs_attention", 0) == 1 + hostile, loud_summary
-    for student in ["honest", *HOSTILE]:
+    for student in ["honest", *HOSTILE, "odd_but_honest"]:
         entry = Status(loud).get(student, A)
         assert entry["status"] == "graded", (student, entry.get("reason"))
     assert db_scores(loud)["honest"] == db_scores(quiet)["honest"] == 10.0
@@ -149,3 +194,52 @@ def test_classmates_that_take_the_machine_are_graded_or_named(runs):
         assert entry["status"] in ("graded", "needs_attention"), (name, entry)
         if entry["status"] == "needs_attention":
             assert entry.get("reason"), name
+
+
+def _graded_notebook(root, student):
+    return json.loads((root / "autograded" / student / A / f"{A}.ipynb").read_text())
+
+
+def _flags(root, student):
+    return Status(root).get(student, A)["notebooks"][A]["flags"]
+
+
+def test_notebooks_over_the_bounds_need_attention_with_the_reason(runs):
+    """20,000 cells, and 5.3 MB of nested markup: settled before anything reads or runs them."""
+    _, _, loud, _ = runs
+    status = Status(loud)
+    cells, markup = status.get("twenty_thousand_cells", A), status.get("nested_markup_5mb", A)
+    assert cells["status"] == markup["status"] == "needs_attention"
+    assert "it has 20,0" in cells["reason"] and "a notebook may have at most 500" in cells["reason"]
+    assert "a notebook may hold at most 2.0 MiB" in markup["reason"]
+    assert cells["elapsed"] < 60 and markup["elapsed"] < 60  # (not a speed test: minutes before)
+
+
+def test_an_odd_but_honest_notebook_is_graded_in_full(runs):
+    """`from torch import *` and globals named compile, exec, open, len; a cell id that breaks
+    the format (repaired, flagged); a cell Python's parser gives up on (flagged, its rules
+    left to the kernel); markup nested 20,000 deep (shown as text); HTML dressed as the
+    grader's verdict (no class, no style); a 20 MB message sent past the kernel's bounds
+    (refused unread, the notebook says so)."""
+    _, _, loud, _ = runs
+    assert db_scores(loud)["odd_but_honest"] == 10.0
+    flags = _flags(loud, "odd_but_honest")
+    assert sorted({f["kind"] for f in flags}) == ["cell_id", "unreadable"], flags
+    cells = _graded_notebook(loud, "odd_but_honest")["cells"]
+    text = json.dumps(cells)
+    assert BAD_ID not in text and "Score: 20 / 20" in text
+    assert not re.search(r"(class|style)=", "".join(
+        "".join(o.get("data", {}).get("text/html", "")) for c in cells for o in c.get("outputs", [])))
+    assert "output dropped unread" in text
+    nested = [c for c in cells if c["cell_type"] == "markdown" and "&lt;div&gt;" in "".join(c["source"])]
+    assert len(nested) == 7 and all("<div>" not in "".join(c["source"]) for c in nested)
+
+
+def test_a_route_around_the_rules_scores_nothing_and_is_shown_with_the_students_line(runs):
+    _, _, loud, _ = runs
+    assert db_scores(loud)["route_decorator"] == 0.0
+    messages = [m for ms in _messages(loud, "route_decorator").values() for m in ms]
+    assert messages and all("uses F.scaled_dot_product_attention" in m for m in messages), messages
+    texts = [f"{f['detail']}: {f['quote']}" for f in _flags(loud, "route_decorator")]
+    assert any("decorated by _faster" in t and t.endswith("@_faster") for t in texts), texts
+    assert any("getattr with a name computed at run time" in t and "getattr(F, fn.__name__)" in t for t in texts)

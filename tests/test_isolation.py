@@ -111,8 +111,9 @@ def test_runs_code_over_ipc_as_an_unprivileged_user(kernel):
                   "ppid": os.getppid(), "cwd": os.getcwd()}
     """)
     assert inside["uid"] == inside["euid"] == 1000 and inside["gid"] == 1000
-    assert inside["ppid"] == 1 and inside["pid"] < 10  # its own pid namespace
-    assert inside["cwd"].endswith("submitted/alice/03_masked_softmax")
+    assert inside["ppid"] == 1  # its own pid namespace, where its pid is not a telling 2
+    assert 1000 <= inside["pid"] < 30000
+    assert inside["cwd"] == "/home/student/03_masked_softmax"  # as a lab's folder of that notebook
     assert inside["cwd"] == km.provisioner.kernel_cwd
     run(kc, "open('seen-from-outside.txt', 'w').write('hello')")
     outside = km.provisioner.host_path(km.provisioner.kernel_cwd + "/seen-from-outside.txt")
@@ -214,7 +215,7 @@ def test_instructor_environment_is_not_visible(kernel):
     _, kc = kernel
     env = probe(kc, "import os\nresult = dict(os.environ)")
     assert SECRET not in env
-    assert env["HOME"] == "/tmp" and env["OMP_NUM_THREADS"] == "1"
+    assert env["HOME"] == "/home/student" and env["OMP_NUM_THREADS"] == "1"
     # Nothing of the instructor's: every variable is the sandbox's own or one ipykernel sets.
     inherited = {name for name in env if name in os.environ and env[name] == os.environ[name]
                  and name not in namespaces.minimal_env()}
@@ -457,7 +458,7 @@ def test_two_kernels_share_nothing(kernel, tmp_path):
                       "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
         """)
         assert "mine" not in seen["tmp"] and "mine" not in seen["shm"]
-        assert max(seen["pids"]) < 20  # only its own processes
+        assert len(seen["pids"]) < 10  # only its own processes (init and the kernel)
     finally:
         stop(other_km, other_kc)
 

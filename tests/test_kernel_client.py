@@ -35,12 +35,15 @@ async def _ready_then_run(rounds):
             kc.iopub_channel.get_msg = spied
             await kc.wait_for_ready(timeout=120)
             kc.iopub_channel.get_msg = read
-            # ready at the idle status of its last kernel_info request: never after a wait for
+            # ready at the idle status of its last kernel_info request, then of the silent
+            # request that makes the kernel keep the output bounds: never after a wait for
             # IOPub to fall silent (jupyter_client's own client waits 0.2 s of silence)
-            last = seen[-1]
-            assert last is not None and last["msg_type"] == "status", seen
-            assert last["content"]["execution_state"] == "idle"
-            assert last["parent_header"]["msg_type"] == "kernel_info_request"
+            statuses = [(m["parent_header"].get("msg_type"), m["content"]["execution_state"])
+                        for m in seen if m is not None and m["msg_type"] == "status"]
+            assert seen[-1] is not None and statuses[-1] == ("execute_request", "idle"), seen
+            assert ("kernel_info_request", "idle") in statuses
+            assert [m["msg_type"] for m in seen if m is not None
+                    and m["parent_header"].get("msg_type") == "execute_request"] == ["status", "status"]
             left = []
             while True:  # nothing of the start or of the handshake is still waiting on IOPub
                 try:
@@ -48,7 +51,7 @@ async def _ready_then_run(rounds):
                 except Empty:
                     break
             assert left == [], [(m["msg_type"], m["content"]) for m in left]
-        msg_id = kc.execute("print(6 * 7)")
+        msg_id = kc.execute("print(6 * 7)")  # the first execution count: the set-up counts none
         printed = []
         while True:
             msg = await kc.iopub_channel.get_msg(timeout=60)
@@ -77,5 +80,35 @@ def test_ready_leaves_nothing_of_the_start_on_iopub_and_the_first_output_arrives
 def test_graded_notebooks_use_it():
     from grader.grading.execute import GradingExecute
 
-    ex = GradingExecute(kernel_name="python3")
-    assert ex.create_kernel_manager().client_factory is GradingKernelClient
+    ex = GradingExecute(kernel_name="python3", max_output_bytes=1000)
+    factory = ex.create_kernel_manager().client_factory
+    assert issubclass(factory, GradingKernelClient) and factory.output_bounds.output == 1000
+
+
+def test_a_client_leaves_no_socket_open_when_it_stops():
+    """A worker grades thousands of notebooks, one client each: the monitor sockets that
+    watch the client's connections are closed with its channels, also where the client
+    shares a zmq context it does not destroy."""
+    import asyncio
+
+    import zmq.asyncio
+
+    async def channels():
+        km = AsyncKernelManager(kernel_name="python3")
+        km.client_factory = GradingKernelClient
+        await km.start_kernel()
+        try:
+            kc = km.client(context=zmq.asyncio.Context())
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=120)
+            found = [kc.shell_channel, kc.iopub_channel, kc.stdin_channel, kc.control_channel]
+            kc.stop_channels()
+            return found
+        finally:
+            await km.shutdown_kernel(now=True)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # on a thread of its own, as above
+        found = pool.submit(asyncio.run, channels()).result()
+    assert all(c.monitor.closed and c.socket is None for c in found)

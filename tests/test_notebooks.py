@@ -4,6 +4,7 @@ test cell passing; the student versions fail only in exercise cells and in every
 the solutions."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,3 +114,19 @@ def test_release_has_no_solutions_or_hidden_tests():
         nb = nbformat.read(path, as_version=4)
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
         assert "widgets" not in nb.metadata, f"{path} carries the sources' widget state"
+
+
+TRAINS = re.compile(r"(?<![.\w\"'])train\(|\bopt(imizer)?\.step\(")  # train(model, ...) or a step: not model.train()
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=ids(SOLUTIONS))
+def test_cells_that_train_are_not_compared_by_value(path):
+    """A model trained for a few hundred steps ends elsewhere on another CPU (its matrix
+    kernels round differently, and training magnifies it: a loss of 2.37 here, 2.29 there),
+    so what a cell prints after training cannot be compared digit by digit on every machine:
+    such cells are tagged nbval-ignore-output (they still run, and must not fail)."""
+    untagged = [i for i, cell in enumerate(nbformat.read(path, as_version=4).cells)
+                if cell.cell_type == "code" and TRAINS.search(cell.source)
+                and "nbval-ignore-output" not in cell.metadata.get("tags", [])
+                and not cell.metadata.get("nbgrader", {}).get("solution")]
+    assert not untagged, f"cells {untagged} train a model: tag them nbval-ignore-output"

@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from notebook_helpers.plots import show_heatmap, show_heatmaps, show_probabilities  # noqa: E402
+from notebook_helpers.plots import show_categories, show_heatmap, show_heatmaps, show_probabilities  # noqa: E402
 
 
 def test_heatmap_tick_labels_show_spaces_and_line_breaks():
@@ -36,4 +36,16 @@ def test_four_heatmaps_wrap_into_two_rows_with_one_colour_bar():
 def test_bar_chart_has_both_axis_labels():
     ax = show_probabilities(torch.softmax(torch.randn(6), -1))
     assert ax.get_xlabel() and ax.get_ylabel()
+    plt.close(ax.figure)
+
+
+def test_a_map_of_categories_has_a_legend_and_no_colour_bar():
+    grid = torch.tensor([[2, 0, 0], [1, 2, 0], [2, 2, 2]])
+    names = ["skipped", "computed, then masked", "used"]
+    ax = show_categories(grid, names)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == names
+    assert len(ax.figure.axes) == 1  # the legend names the categories: no colour bar
+    image = ax.images[0]
+    colours = {tuple(image.cmap(image.norm(v))) for v in range(3)}
+    assert len(colours) == 3  # one flat colour per category
     plt.close(ax.figure)

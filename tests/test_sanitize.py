@@ -132,3 +132,69 @@ def test_the_course_exporter_writes_no_student_script():
     student = [t for t in re.findall(r"<[^>]*>", body) if ACTIVE.search(t)
                and "cdnjs.cloudflare.com" not in t and "text/x-mathjax-config" not in t and 'type="module"' not in t]
     assert student == [] and "alert(3)" not in body
+
+
+# --- markup dressed as the page's own, and markup that costs more than it is long -------------
+
+FAKE_ALERT = ('<div class="alert alert-success" style="font-size:2em">Score: 20 / 20 \u2014 Flagged: none</div>'
+              '<p style="color:green" class="text-success">graded</p>')
+
+
+def test_a_students_html_keeps_no_class_and_no_style():
+    """The page's own styles (Bootstrap's alert-success in the formgrader) cannot dress a
+    student's output or Markdown as the grader's verdict."""
+    nb = output_notebook(display({"text/html": FAKE_ALERT, "text/plain": "<IPython.core.display.HTML object>"}))
+    nb.cells.append(nbformat.v4.new_markdown_cell(FAKE_ALERT))
+    out = sanitized(nb)
+    for text in (out.cells[0].outputs[0].data["text/html"], out.cells[1].source):
+        assert "Score: 20 / 20" in text and "<div>" in text
+        assert not re.search(r"\b(class|style)\s*=", text), text
+
+
+def _tags(text):
+    return set(re.findall(r"<\s*([a-zA-Z][a-zA-Z0-9]*)", text))
+
+
+COSTLY = {  # each parsed whole, html5lib's cost grows with the square of what is left open
+    "nested_div": "<div>" * 20_000 + "x" + "</div>" * 20_000,
+    "open_formatting": "".join(f"<b title={i}>" for i in range(5000)),
+    "unclosed_paragraph_formatting": "<p><b title=1></p>" * 3000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(COSTLY))
+def test_markup_with_more_tags_than_the_bound_is_shown_as_escaped_text(name):
+    """The sanitiser's cost stays linear in its input: markup with more start tags than
+    MAX_TAGS is never parsed; it is escaped, so it shows as text and nothing in it runs."""
+    from grader.grading.sanitize import MAX_TAGS
+
+    markup = COSTLY[name]
+    assert markup.count("<") > MAX_TAGS
+    nb = markdown_notebook(markup, "A *short* cell after it.")
+    nb.cells.append(output_notebook(display({"text/html": markup, "text/plain": "plain form"})).cells[0])
+    out = sanitized(nb)
+    assert _tags(out.cells[0].source) == {"pre", "p", "em"} and "shown as text" in out.cells[0].source
+    assert "&lt;" in out.cells[0].source
+    assert out.cells[1].source.strip() == "<p>A <em>short</em> cell after it.</p>"  # the rest rendered
+    data = out.cells[2].outputs[0].data
+    assert "text/html" not in data and data["text/plain"].startswith("plain form\n[removed: text/html")
+
+
+def test_markdown_longer_than_the_bound_is_shown_as_text():
+    from grader.grading.sanitize import MAX_MARKDOWN
+
+    text = "*a " * (MAX_MARKDOWN // 3 + 10) + "<script>alert(1)</script>"
+    out = sanitized(markdown_notebook(text)).cells[0].source
+    assert out.startswith("<pre>*a *a ") and "&lt;script&gt;" in out and _tags(out) == {"pre", "p", "em"}
+
+
+def test_once_a_notebook_has_cost_its_time_the_rest_is_shown_as_text(monkeypatch):
+    from grader.grading import sanitize
+
+    monkeypatch.setattr(sanitize, "SANITIZE_SECONDS", -1.0)  # spent before it starts
+    nb = markdown_notebook("# Title <b>x</b>")
+    nb.cells.append(output_notebook(display({"text/html": "<b>x</b>", "text/plain": "x"})).cells[0])
+    out = sanitized(nb)
+    assert out.cells[0].source.startswith("<pre># Title &lt;b&gt;x&lt;/b&gt;</pre>")
+    assert out.cells[1].outputs[0].data == {"text/plain": "x\n[removed: text/html output, too much markup "
+                                                          "to show; its text stays]"}

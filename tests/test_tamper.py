@@ -90,3 +90,56 @@ def test_flags_quote_no_markup_from_a_forged_cell():
         "solution": "<b>yes</b>"}}))
     text = " ".join(f.text() for f in changes(nb, source()))
     assert text and "<" not in text and ">" not in text
+
+
+BAD_ID = 'zz"><img src=x onerror=alert(1)>'
+
+
+def test_a_cell_id_that_breaks_the_format_is_repaired_and_flagged():
+    """nbconvert validates the notebook after each preprocessor: FlagTampering, the first,
+    gives the cell a new id by nbformat's own normalisation, so the notebook is graded."""
+    from grader.grading.tamper import FlagTampering
+
+    nb = synthetic.answered(ROOT, A, A)
+    ids = [c.get("id") for c in nb.cells]
+    nb.cells[3]["id"] = BAD_ID
+    nb.cells[5]["id"] = ids[4]  # and a duplicate, which the same normalisation makes unique
+    with pytest.raises(nbformat.ValidationError):
+        nbformat.validate(copy.deepcopy(nb))
+    resources = {"nbgrader": {"assignment": A, "notebook": A}}
+    tamper = FlagTampering(config=layout.load_config(ROOT))
+    nb, _ = tamper.preprocess(nb, resources)
+    nbformat.validate(nb)
+    assert nb.cells[3]["id"] not in (BAD_ID, ids[3]) and len({c["id"] for c in nb.cells}) == len(nb.cells)
+    flags = nb.metadata["grading"]["tampering"]
+    assert [(f["kind"], f["cell"]) for f in flags] == [("cell_id", 3)]
+    assert "<" not in flags[0]["quote"] and "zz" in flags[0]["quote"]
+
+
+def test_a_notebook_over_the_bounds_is_refused_by_every_way_of_grading():
+    """nbgrader autograde and the formgrader run FlagTampering first too."""
+    from grader.grading.tamper import FlagTampering, NotebookTooLarge
+
+    nb = synthetic.answered(ROOT, A, A)
+    nb.cells += [nbformat.v4.new_code_cell("pass") for _ in range(600)]
+    with pytest.raises(NotebookTooLarge, match=f"{len(nb.cells)} cells; a notebook may have at most 500"):
+        FlagTampering().preprocess(nb, {})
+
+
+def test_outputs_and_metadata_that_break_the_format_are_thrown_away_and_the_notebook_graded():
+    """Outputs are cleared by grading anyway; metadata the format does not allow is
+    stripped (nbformat's normalisation); a cell type the format does not know is refused."""
+    from grader.grading.tamper import FlagTampering, NotANotebook
+
+    nb = synthetic.answered(ROOT, A, A)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    code[0]["outputs"] = [{"output_type": "stream", "name": "stdout"}]  # no text
+    code[1]["execution_count"] = "x"
+    nb.cells[0]["metadata"]["jupyter"] = {"source_hidden": "yes"}
+    tamper = FlagTampering(config=layout.load_config(ROOT))
+    nb, _ = tamper.preprocess(nb, {"nbgrader": {"assignment": A, "notebook": A}})
+    nbformat.validate(nb)
+    assert nb.metadata["grading"]["tampering"] == []
+    nb.cells[2]["cell_type"] = "poem"
+    with pytest.raises(NotANotebook, match="breaks the notebook format"):
+        tamper.preprocess(nb, {"nbgrader": {"assignment": A, "notebook": A}})

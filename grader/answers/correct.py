@@ -349,3 +349,86 @@ def _cache_from(fn):
 
 _FROM_FN_07_08 = {"block": _block_from, "gpt": _gpt_from, "generate": _generate_from,
                   "cached_attention": _cache_from}
+
+
+# --- 09: rotary positions, grouped key/value heads, a sliding window with a rolling cache ---
+
+def apply_rope(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    i = torch.arange(half, dtype=x.dtype, device=x.device)
+    angles = positions.to(x.dtype).view(-1, 1) * base ** (-2 * i / x.shape[-1])  # (T, half)
+    cos, sin = angles.cos(), angles.sin()
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def grouped_query_attention(q, k, v, n_kv_heads, mask):
+    group = q.shape[1] // n_kv_heads
+    k = k.repeat_interleave(group, dim=1)
+    v = v.repeat_interleave(group, dim=1)
+    wei = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+    return torch.softmax(wei.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+
+class SlidingWindowAttention(nn.Module):
+    def __init__(self, C, n_heads, n_kv_heads, head_size, window):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_size, self.window = n_heads, n_kv_heads, head_size, window
+        self.query = nn.Linear(C, n_heads * head_size, bias=False)
+        self.key = nn.Linear(C, n_kv_heads * head_size, bias=False)
+        self.value = nn.Linear(C, n_kv_heads * head_size, bias=False)
+        self.proj = nn.Linear(n_heads * head_size, C)
+        self.reset_cache()
+
+    def reset_cache(self):
+        self.k_cache = self.v_cache = None
+        self.seen = 0
+
+    def forward(self, x):
+        B, T, C = x.shape
+        split = lambda t, n: t.view(B, T, n, self.head_size).transpose(1, 2)
+        positions = torch.arange(self.seen, self.seen + T, device=x.device)
+        q = apply_rope(split(self.query(x), self.n_heads), positions)
+        k = apply_rope(split(self.key(x), self.n_kv_heads), positions)
+        v = split(self.value(x), self.n_kv_heads)
+        if self.k_cache is not None:
+            k = torch.cat([self.k_cache, k], dim=2)
+            v = torch.cat([self.v_cache, v], dim=2)
+        L = k.shape[2]
+        key_pos = torch.arange(self.seen + T - L, self.seen + T, device=x.device)
+        hide = (key_pos.view(1, L) > positions.view(T, 1)) | (key_pos.view(1, L) <= positions.view(T, 1) - self.window)
+        out = grouped_query_attention(q, k, v, self.n_kv_heads, hide)
+        self.k_cache, self.v_cache = k[:, :, -(self.window - 1):], v[:, :, -(self.window - 1):]
+        self.seen += T
+        return self.proj(out.transpose(1, 2).reshape(B, T, -1))
+
+
+CORRECT.update({"apply_rope": apply_rope, "grouped_query_attention": grouped_query_attention,
+                "sliding_window_attention": SlidingWindowAttention})
+
+
+def _window_from(fn):
+    steps = getattr(fn, "steps", None)  # a catalogued mistake fed a chunk at a time (mistakes._window)
+
+    class FromFnWindow(SlidingWindowAttention):
+        def reset_cache(self):
+            self.seen_x, self.chunks, self.stepper = None, [], None
+
+        def forward(self, x):
+            if steps is not None:
+                if self.stepper is None:
+                    self.stepper = steps(self.query.weight, self.key.weight, self.value.weight, self.proj.weight,
+                                         self.proj.bias, self.n_heads, self.n_kv_heads, self.window)
+                return self.stepper.step(x)
+            self.seen_x = x if self.seen_x is None else torch.cat([self.seen_x, x], dim=1)
+            self.chunks.append(x.shape[1])
+            out = fn(self.seen_x, self.query.weight, self.key.weight, self.value.weight, self.proj.weight,
+                     self.proj.bias, self.n_heads, self.n_kv_heads, self.window, self.chunks)
+            return out[:, -x.shape[1]:]
+    return FromFnWindow
+
+
+_FROM_FN_07_08["sliding_window_attention"] = _window_from

@@ -6,6 +6,8 @@ and hint are shown. Each variant takes the same arguments as the matching functi
 ``grader.answers.reference``. The numbers in the comments refer to the list of misconceptions
 at the end of the curriculum.
 """
+import functools
+
 import torch
 
 from grader.answers import reference as ref
@@ -909,3 +911,313 @@ BY_EXERCISE = {
     "block": BLOCK, "gpt": GPT, "generate": GENERATE, "online_softmax": ONLINE_SOFTMAX,
     "tiled_attention": TILED_ATTENTION, "cached_attention": CACHED_ATTENTION,
 }
+
+
+# --- 09: rotary positions -------------------------------------------------------------
+
+def _rope(x, positions, *, pairing="interleaved", layout="interleaved", sign=1, restart=False,
+          exponent=2.0, one_frequency=False, put_back="interleaved"):
+    """apply_rope with the knobs a learner can turn: which dims pair up (adjacent, or the two
+    halves as rotate_half does), how the angles are laid out over the dims, the direction
+    of the turn, the positions used, the frequencies."""
+    head_size, half = x.shape[-1], x.shape[-1] // 2
+    pos = torch.arange(x.shape[-2], device=x.device) if restart else positions  # (T,)
+    i = torch.arange(half, dtype=x.dtype, device=x.device)  # (head_size // 2,)
+    freq = torch.ones_like(i) if one_frequency else ref.ROPE_BASE ** (-exponent * i / head_size)
+    angles = pos.to(x.dtype).view(-1, 1) * freq  # (T, head_size // 2)
+    if layout == "interleaved":  # (a0, a0, a1, a1, ...): one angle per adjacent pair
+        angles = angles.repeat_interleave(2, dim=-1)  # (T, head_size)
+    else:  # (a0, a1, ..., a0, a1, ...): one angle per pair of halves
+        angles = torch.cat([angles, angles], dim=-1)  # (T, head_size)
+    if pairing == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        turned = torch.stack([-x2, x1], dim=-1).flatten(-2)  # (..., T, head_size)
+    else:  # rotate_half
+        turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., T, head_size)
+    out = x * angles.cos() + turned * (sign * angles.sin())
+    if put_back == "halves":  # the turned pairs' first numbers, then their second numbers
+        out = torch.cat([out[..., 0::2], out[..., 1::2]], dim=-1)
+    return out
+
+
+HALF_SPLIT = "pairs (i, i + head_size/2) turned (the rotate_half convention)"
+HALF_SPLIT_HINT = ("this notebook pairs adjacent dims (2i, 2i + 1), as the complex numbers x[2i] + 1j x[2i+1] "
+                   "do; weights trained with one pairing give wrong scores under the other (see Hint 3).")
+APPLY_ROPE = (
+    Mistake("rope_half_split", HALF_SPLIT, HALF_SPLIT_HINT,
+            lambda x, p: _rope(x, p, pairing="half", layout="half")),
+    Mistake("rope_rotate_half_interleaved_angles",
+            "rotate_half pairs (i, i + head_size/2) given angles laid out for adjacent pairs",
+            "the angles (a0, a0, a1, a1, ...) belong to adjacent pairs (2i, 2i + 1): turn those pairs, not "
+            "the two halves. Mixing the conventions is a bug that shipped in real ports of Llama.",
+            lambda x, p: _rope(x, p, pairing="half", layout="interleaved")),
+    Mistake("rope_adjacent_pairs_half_angles",
+            "adjacent pairs (2i, 2i + 1) given angles laid out for the two halves",
+            "the two dims of a pair must turn by the same angle: lay the angles out as (a0, a0, a1, a1, ...) "
+            "(repeat_interleave), not (a0, a1, ..., a0, a1, ...) (cat), which belongs to rotate_half.",
+            lambda x, p: _rope(x, p, pairing="interleaved", layout="half")),
+    Mistake("rope_positions_from_zero", "positions counted from 0 instead of the positions given",
+            "turn each vector by its position in the text, positions[t], not by t: with a cache, a new "
+            "chunk of tokens starts where the text so far ends, not at 0.",
+            lambda x, p: _rope(x, p, restart=True)),
+    Mistake("rope_wrong_direction", "every pair turned the other way (by -angle)",
+            "new = (a cos - b sin, a sin + b cos): the first of a pair loses b sin, the second gains a sin.",
+            lambda x, p: _rope(x, p, sign=-1)),
+    Mistake("rope_exponent", "frequencies base ** (-i / head_size): the exponent misses its factor 2",
+            "pair i turns at base ** (-2i / head_size), so that the last pair's frequency is near 1/base.",
+            lambda x, p: _rope(x, p, exponent=1.0)),
+    Mistake("rope_exponent_pairs", "frequencies base ** (-2i / (head_size / 2)): divided by the pairs, not the dims",
+            "the exponent is -2i / head_size, with head_size the whole vector's length: the last pair then "
+            "turns at nearly 1/base per position.", lambda x, p: _rope(x, p, exponent=4.0)),
+    Mistake("rope_pairs_put_back_as_halves", "the turned pairs put back as two halves (torch.cat)",
+            "the pairs are turned right, but each pair's two numbers must go back to dims (2i, 2i + 1): "
+            "interleave them (torch.stack(..., dim=-1).flatten(-2)), do not concatenate them.",
+            lambda x, p: _rope(x, p, put_back="halves")),
+    Mistake("rope_one_frequency", "every pair turned by the same angle, the position itself",
+            "each pair has its own frequency, base ** (-2i / head_size): fast for the first pairs, slow "
+            "for the last, so that both near and far distances are told apart.",
+            lambda x, p: _rope(x, p, one_frequency=True)),
+)
+
+
+# --- 09: grouped key/value heads ------------------------------------------------------
+
+def _gqa(q, k, v, n_kv_heads, mask, *, kv_map="interleave", scale=True, mask_mode="fill", dim=-1, factor=None):
+    """grouped_query_attention with the knobs a learner can turn: how query heads find
+    their key/value head, the scale, the mask."""
+    B, n_heads, T_k = q.shape[0], q.shape[1], k.shape[2]
+    group = n_heads // n_kv_heads
+    if kv_map == "interleave":  # [h0, h0, h0, h1, h1, h1]
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    elif kv_map == "tile":  # [h0, h1, h0, h1, h0, h1]
+        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+    elif kv_map == "first":  # h // n_heads: every query head reads key/value head 0
+        k, v = k[:, :1].expand(-1, n_heads, -1, -1), v[:, :1].expand(-1, n_heads, -1, -1)
+    elif kv_map == "divisor":  # query head h reads key/value head h // n_kv_heads
+        idx = [h // n_kv_heads for h in range(n_heads)]
+        k, v = torch.stack([k[:, j] for j in idx], 1), torch.stack([v[:, j] for j in idx], 1)
+    elif kv_map == "zero":  # the group size n_kv_heads // n_heads: every head repeated 0 times
+        k, v = k.repeat_interleave(n_kv_heads // n_heads, 1), v.repeat_interleave(n_kv_heads // n_heads, 1)
+    elif kv_map == "time":  # repeat_kv written for (B, T, H, D) on (B, H, T, D): time repeated, reshaped
+        k = k.repeat_interleave(group, 2).reshape(B, n_heads, T_k, -1)
+        v = v.repeat_interleave(group, 2).reshape(B, n_heads, T_k, -1)
+    # kv_map == "none": n_kv_heads heads against n_heads: the matmul cannot broadcast them
+    factor = factor if factor is not None else q.shape[-1] ** -0.5 if scale else 1.0
+    wei = q @ k.mT * factor  # (B, n_heads, T_q, T_k)
+    if mask_mode == "fill":
+        wei = wei.masked_fill(mask, float("-inf"))
+    elif mask_mode == "inverted":
+        wei = wei.masked_fill(~mask, float("-inf"))
+    elif mask_mode == "transposed":
+        wei = wei.masked_fill(mask.mT, float("-inf"))
+    return torch.softmax(wei, dim=dim) @ v  # (B, n_heads, T_q, head_size); a row with no key is NaN
+
+
+GROUPED_QUERY_ATTENTION = (
+    Mistake("kv_tiled", "key/value heads tiled (repeat) instead of repeated in place (repeat_interleave)",
+            "query heads 0..group-1 share key/value head 0: the heads must come out as [h0, h0, h1, h1], "
+            "not [h0, h1, h0, h1]. This very mistake shipped in several public GQA implementations.",
+            lambda *a: _gqa(*a, kv_map="tile")),
+    Mistake("kv_head_zero", "every query head reads key/value head 0",
+            "query head h belongs to group h // (n_heads // n_kv_heads); dividing by n_heads gives 0 for "
+            "every head.", lambda *a: _gqa(*a, kv_map="first")),
+    Mistake("kv_head_divisor", "query head h given key/value head h // n_kv_heads",
+            "the group size is n_heads // n_kv_heads: head h belongs to key/value head "
+            "h // (n_heads // n_kv_heads).", lambda *a: _gqa(*a, kv_map="divisor")),
+    Mistake("kv_not_repeated", "key/value heads not repeated along the heads dim",
+            "k and v hold n_kv_heads heads on dim 1: repeat each one n_heads // n_kv_heads times along "
+            "dim 1 (not dim 2, which is time in (B, n_heads, T, head_size)).",
+            lambda *a: _gqa(*a, kv_map="none")),
+    Mistake("kv_repeated_along_time",
+            "key/value heads repeated along time, then reshaped into heads",
+            "repeat along dim 1, the heads: repeating dim 2 (time, in this layout) and reshaping mixes "
+            "positions into other heads. Code written for (B, T, n_heads, head_size) has its heads on dim 2.",
+            lambda *a: _gqa(*a, kv_map="time")),
+    Mistake("kv_group_zero", "the group size computed the wrong way round: n_kv_heads // n_heads is 0",
+            "each key/value head serves n_heads // n_kv_heads query heads, n_heads being the number of query "
+            "heads, dim 1 of q.",
+            lambda *a: _gqa(*a, kv_map="zero")),
+    Mistake("missing_scale", "no scale", "multiply the scores by head_size ** -0.5 (head_size = q.shape[-1]).",
+            lambda *a: _gqa(*a, scale=False)),
+    Mistake("scale_by_width", "scores scaled by (n_heads * head_size) ** -0.5, the model's width",
+            "each head's dot products have head_size terms: scale by head_size ** -0.5 (q.shape[-1]).",
+            lambda *a: _gqa(*a, factor=(a[0].shape[1] * a[0].shape[-1]) ** -0.5)),
+    Mistake("scale_not_sqrt", "scores divided by head_size instead of its square root",
+            "multiply by head_size ** -0.5 (1 / sqrt(head_size)).", lambda *a: _gqa(*a, factor=1 / a[0].shape[-1])),
+    Mistake("mask_inverted", "mask polarity inverted (True taken as may attend)",
+            "here mask is True where a query may NOT attend: fill those scores with -inf. "
+            "(F.scaled_dot_product_attention's boolean attn_mask means the opposite.)",
+            lambda *a: _gqa(*a, mask_mode="inverted")),
+    Mistake("softmax_over_queries", "softmax over the queries (dim=-2)",
+            "each query's weights over the keys must sum to 1: softmax over the last dim (dim=-1).",
+            lambda *a: _gqa(*a, dim=-2)),
+    Mistake("mask_transposed", "the mask transposed (mask.mT)",
+            "mask[i, j] is about query i and key j, like the scores q @ k.mT: use it as it is.",
+            lambda *a: _gqa(*a, mask_mode="transposed")),
+)
+
+
+# --- 09: a sliding window with a rolling key/value cache ------------------------------
+
+class _WindowSteps:
+    """SlidingWindowAttention with the knobs a learner can turn, fed one chunk at a time, its
+    cache of (key, value, position) kept between chunks: the window's lower edge (lower=1:
+    window + 1 tokens seen) and its diagonal (upper=-1: a token does not see itself; 1: it
+    sees the next one), how many entries the cache keeps after each step (window - 1 +
+    keep_extra), whether a single new token is masked at all (or sees one token less) and a
+    chunk by the window, the positions the rotation uses, which of q and k it turns, how query
+    heads find their key/value head, the heads' split and merge, and whether the new keys are
+    attended to and kept."""
+
+    def __init__(self, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, *, lower=0,
+                 upper=0, keep_extra=0, single_unmasked=False, single_short=False, chunk_band=True,
+                 positions="text", rope="both", kv_map="interleave", append="before", stored="all",
+                 align="text", merge="transpose", split="transpose"):
+        self.w = (w_query, w_key, w_value, w_proj, b_proj)
+        self.n_heads, self.n_kv_heads, self.window = n_heads, n_kv_heads, window
+        self.keep = window - 1 + keep_extra
+        self.knobs = dict(lower=lower, upper=upper, single_unmasked=single_unmasked, single_short=single_short,
+                          chunk_band=chunk_band, positions=positions, rope=rope, kv_map=kv_map, append=append,
+                          stored=stored, align=align, merge=merge, split=split)
+        self.K = self.V = self.P = None  # the cache: (B, n_kv_heads, L, head_size) twice, positions (L,)
+        self.seen = 0
+
+    def step(self, xc):
+        """The outputs (B, n, C) for the next n tokens xc (B, n, C)."""
+        w_query, w_key, w_value, w_proj, b_proj = self.w
+        kn, K, V, P = self.knobs, self.K, self.V, self.P
+        B, n, _ = xc.shape
+        head_size = w_query.shape[0] // self.n_heads
+        if kn["split"] == "view":  # viewed as (B, heads, n, head_size) straight away: tokens and heads mixed
+            heads = lambda t, h: t.reshape(B, h, n, head_size)
+        else:
+            heads = lambda t, h: t.view(B, n, h, head_size).transpose(1, 2)  # (B, h, n, head_size)
+        pos = torch.arange(self.seen, self.seen + n, device=xc.device)  # (n,) their positions in the text
+        turn_at = {"text": pos, "restart": pos - self.seen, "restart_all": pos - self.seen,
+                   "cache_length": pos - self.seen + (0 if K is None else K.shape[2])}[kn["positions"]]
+        q = heads(xc @ w_query.mT, self.n_heads)
+        k, v = heads(xc @ w_key.mT, self.n_kv_heads), heads(xc @ w_value.mT, self.n_kv_heads)
+        if kn["rope"] in ("both", "q_only"):
+            q = ref.apply_rope(q, turn_at)
+        if kn["rope"] == "both":
+            k = ref.apply_rope(k, turn_at)
+        if K is None:
+            keys, values, key_pos = k, v, pos
+        elif kn["append"] == "before":
+            keys, values, key_pos = torch.cat([K, k], 2), torch.cat([V, v], 2), torch.cat([P, pos])
+        else:  # the new tokens attend to the cache only, and are appended afterwards
+            keys, values, key_pos = K, V, P
+        rows = (turn_at if kn["positions"] == "restart_all" else pos).view(-1, 1)  # (n, 1) the queries' positions
+        cols = key_pos.view(1, -1)  # (1, L)
+        if kn["align"] == "top_left":  # positions counted inside the attended keys, the first cached one at 0
+            rows = torch.arange(n, device=xc.device).view(-1, 1)
+            cols = torch.arange(key_pos.shape[0], device=xc.device).view(1, -1)
+        hide = cols > rows + kn["upper"]
+        single = n == 1
+        if kn["chunk_band"] and not (kn["single_unmasked"] and single):
+            hide = hide | (cols <= rows - self.window - kn["lower"])
+        if kn["single_unmasked"] and single:
+            hide = torch.zeros_like(hide)
+        if kn["single_short"] and single:  # a single token given only the last window - 1 keys
+            hide = hide.clone()
+            hide[:, :max(0, hide.shape[1] - (self.window - 1))] = True
+        out = _gqa(q, keys, values, self.n_kv_heads, hide, kv_map=kn["kv_map"])  # (B, n_heads, n, head_size)
+        out = out.transpose(1, 2) if kn["merge"] == "transpose" else out
+        if kn["stored"] == "new" or K is None:  # the cache replaced by the new entries
+            K, V, P = k, v, pos
+        else:
+            K, V, P = torch.cat([K, k], 2), torch.cat([V, v], 2), torch.cat([P, pos])
+        cut = max(0, K.shape[2] - self.keep)
+        self.K, self.V, self.P = K[:, :, cut:], V[:, :, cut:], P[cut:]
+        self.seen += n
+        return out.reshape(B, n, -1) @ w_proj.mT + b_proj  # (B, n, C)
+
+
+def _window_stream(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, chunks, **knobs):
+    """The outputs (B, T, C) of _WindowSteps fed x chunk by chunk."""
+    steps = _WindowSteps(w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window, **knobs)
+    outs, start = [], 0
+    for n in chunks:
+        outs.append(steps.step(x[:, start:start + n]))
+        start += n
+    return torch.cat(outs, dim=1)  # (B, T, C)
+
+
+def _window(**knobs):
+    """A catalogued window mistake: fn(inputs...) -> outputs, which also carries .steps, its
+    stepper, so that a module made from it (grader/answers/correct.py: student_from) is fed
+    a chunk at a time as the checks feed it, instead of recomputing the text so far each time."""
+    fn = functools.partial(_window_stream, **knobs)
+    fn.steps = lambda *weights: _WindowSteps(*weights, **knobs)
+    return fn
+
+
+SLIDING_WINDOW_ATTENTION = (
+    Mistake("window_plus_one", "each token sees window + 1 tokens, itself and window before it",
+            "the window counts the token itself: keys at positions p - window + 1 .. p, hidden when "
+            "key <= p - window. FlashAttention's window_size=(W, 0) means W + 1 tokens; the off-by-one "
+            "shipped in widely used libraries.", _window(lower=1, keep_extra=1)),
+    Mistake("window_minus_one", "each token sees window - 1 tokens: the window's edge one short",
+            "a token sees itself and the window - 1 before it, window tokens in all: hide keys at "
+            "key <= p - window, not key <= p - window + 1.", _window(lower=-1)),
+    Mistake("window_hides_itself", "the mask's diagonal off by one: a token does not see itself",
+            "hide the keys after the query (key > p), not from the query on (key >= p): position 0 would "
+            "see nothing at all.", _window(upper=-1)),
+    Mistake("window_sees_next", "the mask's diagonal off by one: a token sees the next one too",
+            "inside a chunk of several tokens, hide every key after the query's own position (key > p).",
+            _window(upper=1)),
+    Mistake("no_window_in_chunk", "no window inside a chunk: a prompt's tokens see all the prompt before them",
+            "the cache's size limits a single new token, but a chunk of several tokens needs the window in "
+            "its mask too: hide keys at key <= p - window.", _window(chunk_band=False)),
+    Mistake("cache_one_long", "the cache keeps window keys, and a single new token sees them all: window + 1",
+            "the mask and the cache must agree: a new token sees the window - 1 before it and itself. Keep "
+            "window - 1 entries after the step, or mask the oldest one (this disagreement shipped in a "
+            "widely used library).", _window(single_unmasked=True, keep_extra=1)),
+    Mistake("cache_one_short", "the cache keeps window - 2 entries: a new token sees only window - 1 tokens",
+            "the mask and the cache must agree: after a step, keep the last window - 1 keys and values (or "
+            "window of them), so that the next token sees window tokens with its own.",
+            _window(keep_extra=-1)),
+    Mistake("single_token_one_short", "a single new token sees window - 1 tokens, a token of a chunk window",
+            "the rolling cache is one slot short of the mask: a single new token must see the window - 1 "
+            "tokens before it and itself, as the same token inside a prompt does.",
+            _window(single_short=True)),
+    Mistake("appended_after_attention", "the new keys and values appended after the attention step",
+            "append them first (or attend over the cache and the new ones together): a token sees itself.",
+            _window(append="after")),
+    Mistake("cache_replaced", "the cache replaced by the new keys and values instead of extended",
+            "put the new keys and values after the cached ones (torch.cat along time), then keep the last "
+            "window - 1: a new token must see the tokens before it, not only the last chunk.",
+            _window(stored="new")),
+    Mistake("mask_top_left", "the mask counted from the first cached key, not from positions in the text",
+            "new token i sits at position self.seen + i, and the cached keys before it: compare positions in "
+            "the text (F.scaled_dot_product_attention's is_causal=True aligns them the other way).",
+            _window(align="top_left")),
+    Mistake("positions_restarted", "rotary positions restarted at 0 for each new chunk",
+            "turn the new queries and keys at their positions in the text, tokens seen so far + 0 .. "
+            "T_new - 1: keep a count of the tokens seen.", _window(positions="restart")),
+    Mistake("positions_restarted_in_mask",
+            "positions restarted at 0 for each new chunk, in the rotation and in the mask",
+            "the new tokens sit at positions self.seen .. self.seen + T_new - 1 of the text: with positions "
+            "from 0, the rotation is wrong and the mask hides every cached key from them (NaN).",
+            _window(positions="restart_all")),
+    Mistake("positions_from_cache_length", "rotary positions counted from the cache's length",
+            "the cache stops growing once it holds the window, but positions go on: count the tokens seen "
+            "so far (self.seen), not the keys cached.", _window(positions="cache_length")),
+    Mistake("rope_queries_only", "only the queries rotated, not the keys",
+            "rotate the new keys too, at the same positions, before they go into the cache: the score then "
+            "depends on the distance between query and key.", _window(rope="q_only")),
+    Mistake("no_rope", "no rotary positions", "rotate the new queries and keys with your apply_rope, at "
+            "their positions in the text.", _window(rope="none")),
+    Mistake("kv_tiled", GROUPED_QUERY_ATTENTION[0].name, GROUPED_QUERY_ATTENTION[0].hint,
+            _window(kv_map="tile")),
+    Mistake("merge_without_transpose", "heads joined without transposing back",
+            "(B, n_heads, T_new, head_size).reshape(B, T_new, -1) mixes tokens and heads: transpose(1, 2) "
+            "first, then reshape.", _window(merge="none")),
+    Mistake("split_without_transpose", "heads split with a view to (B, heads, T_new, head_size) directly",
+            "the features of one token are head after head: view(B, T_new, heads, head_size), then "
+            "transpose(1, 2).", _window(split="view")),
+)
+
+
+BY_EXERCISE.update({"apply_rope": APPLY_ROPE, "grouped_query_attention": GROUPED_QUERY_ATTENTION,
+                    "sliding_window_attention": SLIDING_WINDOW_ATTENTION})

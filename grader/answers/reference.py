@@ -190,3 +190,56 @@ def cached_attention(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_
         q, k, v = x @ wq.mT, x @ wk.mT, x @ wv.mT  # (B, T, head_size) each
         outs.append(scaled_dot_product_attention(q, k, v, mask))
     return torch.cat(outs, dim=-1) @ w_proj.mT + b_proj  # (B, T, C)
+
+
+# --- 09: attention in today's models -----------------------------------------------
+
+ROPE_BASE = 10000.0
+
+
+def rope_angles(positions, head_size, dtype=torch.float64):
+    """(T, head_size // 2): the angle pair i turns by at each position,
+    position * ROPE_BASE ** (-2i / head_size)."""
+    i = torch.arange(head_size // 2, dtype=dtype, device=positions.device)  # (head_size // 2,)
+    return positions.to(dtype).view(-1, 1) * ROPE_BASE ** (-2 * i / head_size)  # (T, head_size // 2)
+
+
+def apply_rope(x, positions):
+    """Rotary positions with interleaved pairs: for x (..., T, head_size) and positions (T,),
+    the dims (2i, 2i + 1) of the vector at position p are rotated by the angle
+    p * ROPE_BASE ** (-2i / head_size), as the complex number x[2i] + 1j * x[2i + 1] is
+    multiplied by exp(1j * angle)."""
+    angles = rope_angles(positions, x.shape[-1], x.dtype)  # (T, head_size // 2)
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, head_size // 2) each
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)  # (..., T, head_size)
+
+
+def grouped_query_attention(q, k, v, n_kv_heads, mask):
+    """Scaled dot-product attention where key/value head j serves the query heads
+    j * group .. (j + 1) * group - 1, group = n_heads // n_kv_heads.
+
+    q (B, n_heads, T_q, head_size); k, v (B, n_kv_heads, T_k, head_size); mask (T_q, T_k),
+    True where a query may NOT attend."""
+    group = q.shape[1] // n_kv_heads
+    k = k.repeat_interleave(group, dim=1)  # (B, n_heads, T_k, head_size)
+    v = v.repeat_interleave(group, dim=1)  # (B, n_heads, T_k, head_size)
+    return scaled_dot_product_attention(q, k, v, mask)  # (B, n_heads, T_q, head_size)
+
+
+def sliding_window_attention(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, n_kv_heads, window,
+                             chunks):
+    """What SlidingWindowAttention returns when x is fed to it in chunks (a prompt, then a
+    few tokens at a time): computed here on the whole sequence at once, without a cache.
+    Each token sees itself and the window - 1 tokens before it; queries and keys are
+    rotated at their positions 0..T-1 in the text; key/value head j serves a group of
+    n_heads // n_kv_heads query heads. The chunks change how it is computed, not the result."""
+    B, T, C = x.shape
+    head_size = w_query.shape[0] // n_heads
+    heads = lambda t, n: t.view(B, T, n, head_size).transpose(1, 2)  # (B, n, T, head_size)
+    positions = torch.arange(T, device=x.device)  # (T,)
+    q = apply_rope(heads(x @ w_query.mT, n_heads), positions)  # (B, n_heads, T, head_size)
+    k = apply_rope(heads(x @ w_key.mT, n_kv_heads), positions)  # (B, n_kv_heads, T, head_size)
+    v = heads(x @ w_value.mT, n_kv_heads)  # (B, n_kv_heads, T, head_size)
+    out = grouped_query_attention(q, k, v, n_kv_heads, sliding_window_mask(T, window, x.device))
+    return out.transpose(1, 2).reshape(B, T, n_heads * head_size) @ w_proj.mT + b_proj  # (B, T, C)

@@ -14,16 +14,36 @@ Instructors replace the lists in nbgrader_config.py, e.g.
 part against the attribute names and the global functions the student's code uses
 (``x.cumsum(1)``, ``torch.cumsum``, or ``from torch import cumsum`` all match "torch.cumsum").
 """
-from traitlets import Dict
-from traitlets.config import Configurable
 
 
-class Shortcuts(Configurable):
-    forbidden = Dict(
-        default_value=None, allow_none=True,
-        help="exercise key -> functions that would do the whole exercise (last dotted part "
-             "matched); a check using one scores 0 when graded. Replaces every exercise's own "
-             "list (Exercise.shortcuts); unset, those hold").tag(config=True)
+def _configurable():
+    """The Shortcuts class: a traitlets Configurable, defined when first asked for. traitlets
+    comes with nbgrader and the kernel, where configuration is read; the checks themselves
+    import with torch alone (a bare GPU machine has no traitlets: scripts/gpu_check.py)."""
+    from traitlets import Dict
+    from traitlets.config import Configurable
+
+    class Shortcuts(Configurable):
+        forbidden = Dict(
+            default_value=None, allow_none=True,
+            help="exercise key -> functions that would do the whole exercise (last dotted part "
+                 "matched); a check using one scores 0 when graded. Replaces every exercise's own "
+                 "list (Exercise.shortcuts); unset, those hold").tag(config=True)
+
+    Shortcuts.__module__, Shortcuts.__qualname__ = __name__, "Shortcuts"
+    return Shortcuts
+
+
+def _shortcuts_class():
+    if "Shortcuts" not in globals():
+        globals()["Shortcuts"] = _configurable()
+    return globals()["Shortcuts"]
+
+
+def __getattr__(name):  # grader.checks.shortcuts.Shortcuts, made when first read
+    if name == "Shortcuts":
+        return _shortcuts_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def listed(exercise, table):
@@ -55,10 +75,11 @@ def _may_set_shortcuts(path):
 
 def forbidden(config=None):
     """The instructor's table (exercise key -> functions): from config when given, else from
-    the course's nbgrader_config.py; None where neither sets one (see listed)."""
+    the course's nbgrader_config.py; None where neither sets one (see listed), or where the
+    config cannot be read (without traitlets too: the exercises' own lists hold)."""
     global _LOADED
     if config is not None:
-        return _table(Shortcuts(config=config).forbidden)
+        return _table(_shortcuts_class()(config=config).forbidden)
     if _LOADED is _UNSET:
         _LOADED = None
         try:
@@ -69,7 +90,7 @@ def forbidden(config=None):
             root = Path(__file__).resolve().parents[2]
             if _may_set_shortcuts(root / "nbgrader_config.py"):
                 loaded = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-                _LOADED = _table(Shortcuts(config=loaded).forbidden)
+                _LOADED = _table(_shortcuts_class()(config=loaded).forbidden)
         except Exception:  # an unreadable config keeps the exercises' own lists
             pass
     return _LOADED

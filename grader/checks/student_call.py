@@ -11,6 +11,8 @@ A call is a plain dict:
      "grad_weight": tensor (optional: return the gradient of (out * grad_weight).sum() by x)}
     {"kind": "function", ..., "watch": {...}}   (optional: see _watched)
     {"kind": "stream", <as "module">, "chunks": [n, ...]}   x fed n tokens at a time
+        (optional "report": {"n_heads", "n_kv_heads"}: return held_report() of the module
+        after the stream instead of its outputs)
     {"kind": "generate", "model": {"tok", "pos", "mix"}, "idx": [[id, ...], ...],
      "max_new_tokens": int, "block_size": int, "temperature": float, "seed": int}
 """
@@ -193,22 +195,97 @@ def _code_objects(code):
             yield from _code_objects(const)
 
 
-def _functions_of(obj):
-    """The plain functions that make up obj: itself, or the methods of a class and of its
-    bases that are not torch's."""
-    if not isinstance(obj, type):
-        fn = getattr(obj, "__func__", obj)
-        return [fn] if hasattr(fn, "__code__") else []
+# Modules whose classes are Python's or torch's own machinery, not code of the student's.
+_LIBRARY = ("torch", "builtins", "abc", "enum", "typing", "functools", "collections", "dataclasses")
+
+
+def _library(klass):
+    return str(getattr(klass, "__module__", "")).startswith(_LIBRARY)
+
+
+def _methods(klass):
+    """The plain functions defined by a class and its bases that are not library classes."""
     fns = []
-    for klass in obj.__mro__:
-        if klass is object or str(klass.__module__).startswith("torch"):
+    for base in getattr(klass, "__mro__", ()):
+        if base is object or _library(base):
             continue
-        for member in vars(klass).values():
+        for member in vars(base).values():
             for fn in (getattr(member, "__func__", member), getattr(member, "fget", None),
                        getattr(member, "fset", None)):
                 if hasattr(fn, "__code__"):
                     fns.append(fn)
     return fns
+
+
+def _functions_of(obj):
+    """The plain functions that make up obj: itself; or the methods of a class and of its
+    bases that are not torch's, and of its metaclass (whose __call__ runs when the class is
+    called); or, for a callable object, the methods of its class."""
+    import types
+
+    if isinstance(obj, type):
+        return _methods(obj) + _methods(type(obj))
+    fn = getattr(obj, "__func__", obj)
+    if hasattr(fn, "__code__"):
+        return [fn]
+    if callable(obj) and not isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)) \
+            and not _library(type(obj)):
+        return _methods(type(obj))
+    return []
+
+
+MAX_HELD = 64  # values one function or class keeps that the facts describe
+
+
+def _held(item):
+    """(label, value) of what a function, class or callable object keeps besides its code,
+    globals and closure: default arguments and keyword defaults, what a decorator wrapped
+    (__wrapped__), a class's attributes, a callable object's attributes, a partial's function
+    and arguments; the items of a list, tuple or dict among them, one level deep."""
+    import functools
+    import types
+
+    found = []
+    fn = getattr(item, "__func__", item)  # a bound, static or class method
+    if isinstance(item, functools.partial):
+        found += [("func", item.func), *(("args", a) for a in item.args), *item.keywords.items()]
+    elif isinstance(item, type):
+        for klass in item.__mro__:
+            if klass is object or _library(klass):
+                continue
+            for attr, value in vars(klass).items():
+                value = getattr(value, "__func__", value)  # staticmethod, classmethod
+                if attr.startswith("__") or isinstance(value, (types.FunctionType, property)):
+                    continue
+                found.append((attr, value))
+    elif isinstance(getattr(fn, "__code__", None), types.CodeType):
+        code = fn.__code__
+        defaults = getattr(fn, "__defaults__", None) or ()
+        names = code.co_varnames[:code.co_argcount][code.co_argcount - len(defaults):]
+        found += list(zip(names, defaults))
+        kwdefaults = getattr(fn, "__kwdefaults__", None)
+        found += list(kwdefaults.items()) if isinstance(kwdefaults, dict) else []
+        wrapped = vars(fn).get("__wrapped__") if hasattr(fn, "__dict__") else None
+        found += [("__wrapped__", wrapped)] if wrapped is not None else []
+    elif callable(item) and not _library(type(item)):
+        attrs = getattr(item, "__dict__", None)
+        found += [(k, v) for k, v in attrs.items() if not str(k).startswith("__")] if isinstance(attrs, dict) else []
+    out = []
+    for label, value in found[:MAX_HELD]:
+        out.append((str(label), value))
+        if type(value) in (list, tuple, set, frozenset):
+            out += [(str(label), v) for v in list(value)[:16]]
+        elif type(value) is dict:
+            out += [(str(label), v) for v in list(value.values())[:16]]
+    return out[:MAX_HELD]
+
+
+def _described(value):
+    """_describe, for values whose description itself could fail (a student's object)."""
+    try:
+        return _describe(value)
+    except Exception:
+        return {"type": "unknown"}
 
 
 _NAMES_CACHE = {}
@@ -327,15 +404,29 @@ def code_facts(obj, call=None):
       binary operators it uses (//, @, ...); discarded: out-of-place methods (masked_fill,
       ...) called in a statement that keeps no result;
     - builtins: the Python builtins it calls or reads (max, sum, ...);
-    - home: the module the code is defined in (a notebook's is __main__);
+    - home: the module the code is defined in (a notebook's is __main__; also where the name
+      is bound to something that is not the student's code, such as a library's function a
+      decorator returned, which is then itself described among the globals);
+    - held: what the code keeps besides its globals and closures, described as they are:
+      default arguments and keyword defaults, what a decorator wrapped, class attributes, a
+      callable object's attributes, a partial's function and arguments (the functions and
+      classes among them are listed with the globals too, and the student's own are read
+      as helpers); the methods of a class's metaclass and of a callable object's class are
+      read with its own;
     - helpers: the functions and classes of the same notebook it calls, whose code is
       read too; stores_subscript: whether it assigns into a subscript (t[...] = ...);
     - module: for a class and a module call, what an instance built with the call's
       arguments holds (parameters, buffers, plain tensor attributes, shared submodules).
     """
     home = getattr(obj, "__module__", None)
+    glob, helpers, held = {}, [], {}
+    if not isinstance(obj, type) and not _functions_of(obj):
+        # not code of the student's: the name is bound to a library's function (a decorator
+        # replaced the definition, or it was assigned), a partial, ...: what it is counts as
+        # what the answer uses, and the notebook is where the student's code lives
+        home = "__main__"
+        glob[str(getattr(obj, "__name__", "") or "(the answer itself)")] = _described(obj)
     todo, seen = [obj], set()
-    glob, helpers = {}, []
     merged = {"attributes": set(), "keywords": set(), "operators": set(), "discarded": set(),
               "builtins": set(), "stores_subscript": False}
     while todo:
@@ -363,10 +454,25 @@ def code_facts(obj, call=None):
                     and not str(home).startswith(("torch", "grader")):
                 helpers.append(name)
                 todo.append(value)
+        # what it keeps besides (defaults, class attributes, ...), described like its globals:
+        # code among them in globals too (where the shortcut rule reads it), and followed
+        # when it is the student's
+        for label, value in _held(item):
+            described = _described(value)
+            held.setdefault(label, described)
+            if described.get("type") in ("function", "class", "module"):
+                glob.setdefault(label, described)
+            own = isinstance(value, type) or hasattr(getattr(value, "__func__", value), "__code__") \
+                or callable(value) and not _library(type(value)) and _functions_of(value)
+            if own and id(value) not in seen and getattr(value, "__module__", None) == home \
+                    and not str(home).startswith(("torch", "grader")):
+                helpers.append(label)
+                todo.append(value)
     facts = {"kind": "class" if isinstance(obj, type) else "function",
              "name": str(getattr(obj, "__name__", "")), "home": str(home), "globals": glob,
              **{k: sorted(merged[k]) for k in ("attributes", "keywords", "operators", "discarded", "builtins")},
-             "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"]}
+             "helpers": sorted(set(helpers)), "stores_subscript": merged["stores_subscript"],
+             "held": held}
     if isinstance(obj, type) and call is not None and call.get("kind") == "module":
         try:
             model = obj(*call["ctor"], **call["ctor_kw"])
@@ -449,7 +555,50 @@ def _stream(student, call):
                        if joined else ""))
             outs.append(out)
             start += n
+    if call.get("report"):  # what the module keeps after the stream, instead of its outputs
+        return held_report(model, call["report"])
     return torch.cat(outs, dim=1)  # (B, T, C)
+
+
+def held_report(model, sizes):
+    """What a module holds besides its parameters (its cache: attributes, buffers, and
+    tensors in lists, tuples, dicts and deques, each tensor counted once), as a float64
+    tensor: [numbers held, those in tensors of sizes["n_heads"] heads, those in tensors of
+    sizes["n_kv_heads"] heads, tensors held]. A 4-D tensor's heads are its dim 1, as in
+    (B, heads, L, head_size); another tensor's are the one of the two sizes it has."""
+    import collections
+
+    params = {id(p) for p in model.parameters()}
+    seen, counts = set(), [0, 0, 0, 0]
+
+    def visit(value, depth):
+        if depth > 8:
+            return
+        if isinstance(value, torch.Tensor):
+            if id(value) in params or id(value) in seen:
+                return
+            seen.add(id(value))
+            shape = tuple(value.shape)
+            counts[0] += value.numel()
+            counts[3] += 1
+            heads = shape[1] if len(shape) == 4 else None  # (B, heads, L, head_size), the course's layout
+            if heads == sizes["n_heads"] or (heads is None and sizes["n_heads"] in shape
+                                             and sizes["n_kv_heads"] not in shape):
+                counts[1] += value.numel()
+            elif heads == sizes["n_kv_heads"] or (heads is None and sizes["n_kv_heads"] in shape):
+                counts[2] += value.numel()
+        elif isinstance(value, dict):
+            for item in list(value.values()):
+                visit(item, depth + 1)
+        elif isinstance(value, (list, tuple, collections.deque)):
+            for item in list(value):
+                visit(item, depth + 1)
+
+    for module in model.modules():
+        for name, value in vars(module).items():
+            if name not in ("_parameters", "_modules"):
+                visit(value, 0)
+    return torch.tensor(counts, dtype=torch.float64)
 
 
 class StandInLM(torch.nn.Module):

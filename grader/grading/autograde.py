@@ -33,6 +33,7 @@ its worker again: a worker that cannot grade as this checkout would stops the ru
 """
 import argparse
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -240,8 +241,17 @@ class Grading:
                 sources[assignment] = {str(p.relative_to(base)): p.read_bytes()
                                        for p in sorted(base.rglob("*")) if p.is_file()}
             yield Job(student, assignment, layout.expected_notebooks(self.root, assignment), files,
-                      sources[assignment], templates[assignment], config_text, self.settings,
+                      sources[assignment], templates[assignment], config_text,
+                      self._settings_for(student, assignment, fp),
                       granted.get((student, assignment))), fp
+
+    def _settings_for(self, student, assignment, fp):
+        """The run's settings; for a submission the machine starved last time (the same
+        files and grader), graded on its wall-clock ceiling this time, never asked again."""
+        entry = self.status.get(student, assignment) or {}
+        if entry.get("starved") and entry.get("starved") == fp:
+            return dataclasses.replace(self.settings, grade_at_ceiling=True)
+        return self.settings
 
     # --- the run --------------------------------------------------------------------
 
@@ -454,7 +464,7 @@ class Grading:
         student, assignment = result.student, result.assignment
         final = self.root / "autograded" / student / assignment
         record = Record(result.status, None if result.retry else fp,  # no fingerprint: graded again
-                        time.time(), round(result.elapsed, 2))
+                        time.time(), round(result.elapsed, 2), starved=fp if result.retry else None)
         with self._gradebook() as gb:
             if result.status == GRADED:
                 _replace_dir(final, result.files)

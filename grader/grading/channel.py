@@ -49,9 +49,12 @@ STUDENT_CALL = Path(__file__).resolve().parent.parent / "checks" / "student_call
 # Runs in the student's kernel, as module _grading_channel beside student_call's source
 # (installed once per kernel, see INSTALL). It imports only torch and writes one file per call.
 KERNEL_SIDE = r'''
-def grading_call(name, call_b64, reply_path, mode, namespace):
+def grading_call(name, call_b64, reply_path, mode):
     import base64, io, traceback
     import torch
+    from IPython import get_ipython
+
+    namespace = get_ipython().user_ns
 
     def describe(err):
         frames = [f for f in traceback.extract_tb(err.__traceback__)
@@ -99,16 +102,22 @@ def grading_call(name, call_b64, reply_path, mode, namespace):
     torch.save(reply, reply_path)
 ''' % {"max_message": MAX_MESSAGE}
 
-# Installs the channel's module in a kernel; leaves no name behind in the notebook.
+# Installs the channel's module in a kernel; leaves no name behind in the notebook. It runs
+# in the notebook's namespace, so it looks up no global name there (`from torch import *`
+# binds compile, a student may bind exec, open, print or len): the import statement and the
+# builtins module only.
 INSTALL = r'''
 def __grading_install(source):
-    import sys, types
+    import builtins, sys, types
     module = types.ModuleType(%(module)r)
-    exec(compile(source, "<grading_channel>", "exec"), module.__dict__)
+    builtins.exec(builtins.compile(source, "<grading_channel>", "exec"), module.__dict__)
     sys.modules[%(module)r] = module
 __grading_install(%%r)
 del __grading_install
 ''' % {"module": MODULE}
+# A call: the module is found by the import statement (sys.modules first), not by a name.
+CALL = "import %(module)s as __grading_channel\n__grading_channel.grading_call(%%r, %%r, %%r, %%r)\n" \
+       "del __grading_channel\n" % {"module": MODULE}
 
 
 def channel_source():
@@ -328,8 +337,7 @@ class KernelChannel:
         buf = io.BytesIO()
         torch.save({"call": spec, "device": self.device}, buf)
         payload = base64.b64encode(buf.getvalue()).decode()
-        code = (f"__import__('sys').modules[{MODULE!r}].grading_call({name!r}, {payload!r}, "
-                f"{reply_path!r}, {mode!r}, get_ipython().user_ns)\n")
+        code = CALL % (name, payload, reply_path, mode)
         if not self.installed:
             code = INSTALL % channel_source() + code
         try:

@@ -7,12 +7,14 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
   in a fresh kernel (the isolated kernel spec where the machine allows it), with
   nbgrader's semantics: IPython syntax, an error does not stop later cells, and a time
   budget for the whole notebook on top of the per-cell timeout. Where the kernel's
-  sandbox counts its CPU time (a cgroup of its own), both are CPU seconds of the
-  submission's own processes, children included, so a loaded machine cannot spend them;
-  a wall-clock ceiling `wall_factor` times larger stops a notebook only when the machine
-  stalls, and such a notebook is graded again later (WALL_CEILING_ERROR), never scored.
-  A cell that computes next to nothing for its whole limit (it sleeps or waits) is
-  stopped then, as with a wall-clock timeout;
+  sandbox counts its CPU time (a cgroup of its own), both count the submission's own
+  time: the time a cell ran less the time its kernel was kept from a CPU (its run-queue
+  delay), or the CPU its sandbox used (children included) where that is more. Sleeping
+  and waiting are the notebook's own time; a loaded machine cannot spend it. A
+  wall-clock ceiling `wall_factor` times larger stops a notebook the machine starved
+  (measured: the kernel and the grading process waited for a CPU); such a notebook is
+  graded again later (WALL_CEILING_ERROR), never scored from that run, and on its
+  second try (`grade_at_ceiling`) graded as it stands at the ceiling;
 - a test cell is never executed in the kernel. Its checks are read from the grading plan
   that `make release` stored in the *source* notebook's cell (grader.grading.plan), and run
   here, in the trusted process, calling the student's objects in the kernel through
@@ -30,11 +32,13 @@ plain `nbgrader autograde` and the formgrader's Autograde button all grade the s
 """
 import asyncio
 import base64
+import copy
 import json
 import os
 import signal
 import time
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 import nbformat
 from jupyter_core.utils import ensure_async, run_sync
@@ -55,9 +59,10 @@ TIMEOUT_ERROR = "CellTimeoutError"
 WALL_CEILING_ERROR = "NotebookWallClockCeilingReached"
 MEMORY_ERROR = "MemoryLimitExceeded"  # the sandbox's memory limit stopped its kernel
 CELL_CPU_ERROR = TIMEOUT_ERROR
-# A cell whose sandbox gets less than this share of one CPU over a whole cell limit is
-# waiting (sleep, blocked input), not computing on a busy machine: it is stopped then.
-IDLE_SHARE = 0.02
+# At its wall-clock ceiling, a notebook was starved by the machine (and is graded again
+# later) where the kernel and the grading process waited for a CPU for at least this
+# share of the time the notebook was not charged.
+STARVED_SHARE = 0.5
 NOT_RUN_NOTE = "(not run when graded: no solution or test cell follows this cell)\n"
 CHECK_ERROR = "CheckError"
 OUTCOMES_SUFFIX = ".grading.json"  # NotebookChecks, from nbgrader's run to the worker
@@ -66,6 +71,44 @@ FLAGS_KEY = "grading_flags"  # resources: [Flag] for grader.grading.flags.SaveFl
 
 def outcomes_path(autograded_dir, notebook):
     return Path(autograded_dir) / f"{notebook}{OUTCOMES_SUFFIX}"
+
+
+class Sample(NamedTuple):
+    """The clocks at one moment: wall time; the sandbox's CPU seconds; the seconds each
+    thread of its kernel has waited for a CPU ({thread id: seconds}, None where that cannot
+    be read) and whether the main thread is ready to run (or running) then; and the grading
+    process's own CPU seconds and the seconds this thread of it waited for a CPU."""
+    wall: float
+    cpu: float
+    kept: Optional[dict]
+    ready: bool = False
+    own_cpu: float = 0.0
+    own_kept: float = 0.0
+
+
+def used_between(start, end):
+    """(CPU seconds, seconds charged, seconds the kernel was kept from a CPU) from one
+    Sample to a later one. Charged: the time that passed, less the time the kernel was
+    kept from a CPU (the longest any of its threads waited: the main thread may wait for
+    the one that sends its output) and the time the grading process was busy or kept from
+    a CPU itself
+    (reading a flood of output, say, while the kernel is done and waits), or the CPU the
+    sandbox used where that is more (several processes at once)."""
+    cpu = end.cpu - start.cpu
+    kept = 0.0  # the longest a thread of the kernel waited: its cells wait on each other
+    if start.kept is not None and end.kept is not None:
+        kept = max((delay - start.kept.get(tid, 0.0) for tid, delay in end.kept.items()), default=0.0)
+    own = (end.own_cpu - start.own_cpu) + (end.own_kept - start.own_kept)
+    return cpu, max(cpu, end.wall - start.wall - kept - own), kept
+
+
+def _own_wait_for_cpu():
+    """Seconds this thread has waited for a CPU (its run-queue delay), or 0 where unknown."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def error_output(ename, message):
@@ -98,9 +141,14 @@ class GradingExecute(Execute):
                   "may still use before it counts as ignoring the interrupt and its kernel, with "
                   "its whole sandbox, is stopped (or interrupt_grace seconds of waiting).").tag(config=True)
     wall_factor = Integer(
-        4, help="Where budgets count CPU time: the wall-clock ceiling of a cell and of the "
-                "notebook, as a multiple of their CPU limits (only a stalled machine reaches "
-                "it; the submission is then graded again later).").tag(config=True)
+        4, help="Where the sandbox's time is counted: the wall-clock ceiling of a cell and of "
+                "the notebook, as a multiple of their limits (only a machine that keeps the "
+                "sandbox from a CPU reaches it; the submission is then graded again later).").tag(config=True)
+    grade_at_ceiling = Bool(
+        False, help="Grade a notebook that reaches its wall-clock ceiling as it stands (the "
+                    "cells not reached time out) instead of leaving it to a later run; make "
+                    "autograde sets it for a submission the machine starved once "
+                    "already.").tag(config=True)
     write_checks = Bool(
         False, help="Write the checks' typed outcomes beside the autograded notebook as "
                     "<notebook>.grading.json (make autograde's worker reads it and takes it "
@@ -120,19 +168,38 @@ class GradingExecute(Execute):
         return device_name()
 
     def create_kernel_manager(self):
-        """nbclient's kernel manager, whose clients are ready as soon as the kernel is
-        (grader.grading.kernel_client)."""
+        """nbclient's kernel manager, whose clients are ready as soon as the kernel is, read
+        no message over the bounds, and make the kernel keep the output bounds itself
+        (grader.grading.kernel_client), and whose sandbox shows the student's login name
+        and home folder, as their own lab does (grader.isolation)."""
         from grader.grading.kernel_client import GradingKernelClient
 
-        km = super().create_kernel_manager()
-        km.client_factory = GradingKernelClient
+        student = getattr(self, "_student", None)
+        if student:
+            config = copy.deepcopy(self.config)
+            config.SandboxProvisioner.user = student
+            shared, self.config = self.config, config
+            try:
+                km = super().create_kernel_manager()
+            finally:
+                self.config = shared
+        else:
+            km = super().create_kernel_manager()
+        km.client_factory = GradingKernelClient.bounded(bounds.OutputBounds(
+            self.max_output_bytes, self.max_cell_output_bytes, self.max_notebook_output_bytes))
         return km
 
     # --- the notebook ---------------------------------------------------------------
 
     def preprocess(self, nb, resources=None, km=None):
-        self._deadline = time.monotonic() + self.notebook_budget
+        self._started = self._deadline = None  # set when the first cell runs (_start_clocks)
         self._cpu_start = None  # the sandbox's CPU seconds when its first cell ran
+        self._cells_used = 0.0  # seconds charged to the cells (and calls) that have run
+        self._cells_kept = 0.0  # seconds the kernel waited for a CPU during them
+        self._running = None  # the Sample taken when the running cell started
+        self._out_of_time = ""  # why the cells still to come are not run (the ceiling)
+        self._last_kept = None  # the kernel's run-queue delay when last read
+        self._own_kept = 0.0
         self._calling = False
         self._plans, self._channel = None, None
         self._checks = NotebookChecks()
@@ -141,6 +208,7 @@ class GradingExecute(Execute):
         self._bounds = bounds.OutputBounds(self.max_output_bytes, self.max_cell_output_bytes,
                                            self.max_notebook_output_bytes)
         info = (resources or {}).get("nbgrader", {})
+        self._student = info.get("student")
         course = None
         if info.get("assignment") and info.get("notebook"):
             course = self._load_source(info["assignment"], info["notebook"])
@@ -167,36 +235,65 @@ class GradingExecute(Execute):
         path = Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
         return nbformat.read(path, as_version=4)
 
-    # --- budgets: CPU seconds of the sandbox where it counts them, else wall seconds ----
+    # --- budgets: the sandbox's own time where it counts it, else wall seconds --------
+
+    def _provisioner(self):
+        return getattr(getattr(self, "km", None), "provisioner", None)
 
     def _sandbox_cpu(self):
         """CPU seconds of the kernel's sandbox so far (None where it is not counted)."""
-        counter = getattr(getattr(self, "km", None) and self.km.provisioner, "sandbox_cpu_seconds", None)
+        counter = getattr(self._provisioner(), "sandbox_cpu_seconds", None)
         return counter() if counter is not None else None
 
-    def _cpu_used(self):
-        now = self._sandbox_cpu()
-        if now is None:
+    def _sample(self):
+        """The sandbox's clocks now (a Sample), or None where its CPU is not counted."""
+        cpu = self._sandbox_cpu()
+        if cpu is None:
             return None
         if getattr(self, "_cpu_start", None) is None:
-            self._cpu_start = now
-        return now - self._cpu_start
+            self._cpu_start = cpu
+        waiting = getattr(self._provisioner(), "kernel_wait_for_cpu", lambda: None)()
+        if waiting is None:  # the kernel is gone (stopped, killed): it waits no more
+            waiting = (getattr(self, "_last_kept", None), False)
+        kept, ready = waiting
+        self._last_kept = kept
+        return Sample(time.monotonic(), cpu, kept, ready, time.process_time(), _own_wait_for_cpu())
+
+    def _charged(self, now=None):
+        """Seconds charged to the notebook so far: the cells' time (each: its time less the
+        time its kernel was kept from a CPU, or its CPU where more), or the CPU its sandbox
+        used since the first cell, whichever is more; None where the sandbox's time is not
+        counted."""
+        now = now or self._sample()
+        if now is None:
+            return None
+        running = used_between(self._running, now)[1] if getattr(self, "_running", None) else 0.0
+        return max(now.cpu - self._cpu_start, getattr(self, "_cells_used", 0.0) + running)
+
+    def _start_clocks(self):
+        """The notebook's clocks start when its first cell runs: the kernel's start is the
+        course's time, not the student's."""
+        if getattr(self, "_deadline", None) is None:
+            self._started = time.monotonic()
+            self._deadline = self._started + self.notebook_budget
+            self._own_kept = _own_wait_for_cpu()
 
     def _remaining(self):
-        used = self._cpu_used()
-        if used is not None:
-            return self.notebook_budget - used
-        return getattr(self, "_deadline", float("inf")) - time.monotonic()
+        charged = self._charged()
+        if charged is not None:
+            return self.notebook_budget - charged
+        deadline = getattr(self, "_deadline", None)
+        return float("inf") if deadline is None else deadline - time.monotonic()
 
     def _wall_left(self):
         """Seconds to the notebook's wall-clock ceiling (infinite where budgets are wall time)."""
-        if self._sandbox_cpu() is None:
+        deadline = getattr(self, "_deadline", None)
+        if deadline is None or self._sandbox_cpu() is None:
             return float("inf")
-        ceiling = self.notebook_budget * (self.wall_factor - 1)  # _deadline is one budget
-        return getattr(self, "_deadline", float("inf")) + ceiling - time.monotonic()
+        return deadline + self.notebook_budget * (self.wall_factor - 1) - time.monotonic()
 
     def _cell_limit(self, cell):
-        """The cell's limit: CPU seconds where counted, else wall seconds (None: none)."""
+        """The cell's limit: seconds of its own time where counted, else wall seconds (None: none)."""
         timeout = super()._get_timeout(cell)
         if getattr(self, "_calling", False):
             timeout = min(timeout or self.call_timeout, self.call_timeout)
@@ -209,13 +306,16 @@ class GradingExecute(Execute):
         limit = self._cell_limit(cell)
         if limit is None or self._sandbox_cpu() is None:
             return limit
-        # nbclient's own timeout is the wall-clock ceiling; the CPU limit is watched below
+        # nbclient's own timeout is the wall-clock ceiling; the cell's own time is watched below
         return max(1, int(min(limit * self.wall_factor, self._wall_left())) + 1)
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-        limit = self._cell_limit(cell) if self._sandbox_cpu() is not None else None
+        self._start_clocks()
+        start = self._sample()
+        limit = self._cell_limit(cell) if start is not None else None
         interrupted = []  # the watch's reason, once it has interrupted the kernel
-        watch = asyncio.ensure_future(self._watch_cpu(limit, interrupted)) if limit else None
+        self._running, self._timed_out = start, False
+        watch = asyncio.ensure_future(self._watch(start, limit, interrupted)) if limit else None
         try:
             cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         except DeadKernelError:
@@ -228,39 +328,94 @@ class GradingExecute(Execute):
         finally:
             if watch is not None:
                 watch.cancel()
+            used = self._end_cell(start)
         if interrupted:
             why = {"cpu": f"used more than {limit} s of CPU time",
-                   "idle": f"waited {limit} s without computing"}[interrupted[0]]
+                   "time": f"ran for more than {limit} s (computing or waiting; the time the "
+                           "machine kept it from a CPU is not counted)"}[interrupted[0]]
             cell.outputs.append(error_output(
                 CELL_CPU_ERROR, f"{CELL_CPU_ERROR}: the cell {why} and was interrupted"))
             if getattr(self, "_stopped", None):
                 cell.outputs.append(error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: {self._stopped}"))
+            if self._remaining() <= 0:
+                self._checks.budget_exceeded = True
+        elif self._timed_out and used is not None:
+            self._cell_starved(cell, limit, used)
         return cell
 
     execute_cell = run_sync(async_execute_cell)
 
-    async def _watch_cpu(self, limit, interrupted):
-        """Interrupt the kernel once this cell has used `limit` CPU seconds ("cpu"), or has
-        computed next to nothing for `limit` seconds of wall time ("idle": it sleeps or
-        waits, which no load of the machine explains), and append the reason to
-        `interrupted`. A cell still running after a short grace ignored the interrupt:
-        its kernel is stopped with its whole sandbox (_stop_kernel)."""
-        start = window_cpu = self._sandbox_cpu()
-        window_start = time.monotonic()
+    def _end_cell(self, start):
+        """Charge the cell that started at `start` to the notebook: (CPU, charged, kept), or
+        None where the sandbox's time is not counted."""
+        self._running = None
+        end = self._sample() if start is not None else None
+        if end is None:
+            return None
+        used = used_between(start, end)
+        self._cells_used += used[1]
+        self._cells_kept += used[2]
+        return used
+
+    def _cell_starved(self, cell, limit, used):
+        """A cell that reached its wall-clock ceiling (nbclient's timeout) before its limit of
+        its own time. Where the cell's ceiling came first, the machine kept it from a CPU by
+        construction (what the cell was not charged, it waited for a CPU); where the
+        notebook's came first, _at_ceiling measures it. A starved notebook is graded again
+        later; on its second try, or where it was not starved, the cell has timed out."""
+        cpu, charged, kept = used
+        if self._wall_left() <= 0:
+            starved, measured = self._at_ceiling()
+        else:
+            starved, measured = True, (
+                f"the cell reached its wall-clock ceiling ({limit * self.wall_factor} s) having "
+                f"been charged {charged:.0f} s of its {limit} s; its kernel waited {kept:.0f} s "
+                "for a CPU")
+        if starved and not self.grade_at_ceiling:
+            self._stall(measured)
+            return
+        why = ("the machine was too busy for this submission twice, so it is graded as it "
+               "stands" if starved else "it was not kept from a CPU, so it is graded as it stands")
+        cell.outputs.append(error_output(TIMEOUT_ERROR, f"{TIMEOUT_ERROR}: timed out: {measured}; {why}"))
+        self._checks.budget_exceeded = True
+        self._out_of_time = f"{measured}; {why}"  # the cells after it are not run
+
+    def _stall(self, why):
+        """Leave the notebook to a later run: the machine was too busy (measured)."""
+        self._checks.stalled = True
+        self._checks.stall_reason = (f"the machine was too busy: {why}; graded again on the next "
+                                     "run (a second time, it is graded on its wall-clock ceiling)")
+
+    def _at_ceiling(self):
+        """Reached the notebook's wall-clock ceiling: (starved, what was measured). Starved
+        where the kernel (during its cells) and the grading process waited for a CPU for at
+        least STARVED_SHARE of the time the notebook was not charged."""
+        charged = self._charged() or 0.0
+        elapsed = time.monotonic() - self._started
+        kept = self._cells_kept + max(0.0, _own_wait_for_cpu() - self._own_kept)
+        starved = kept >= STARVED_SHARE * max(0.0, elapsed - charged)
+        return starved, (f"the notebook reached its wall-clock ceiling "
+                         f"({self.notebook_budget * self.wall_factor} s) having been charged "
+                         f"{charged:.0f} s of its {self.notebook_budget} s budget; its kernel "
+                         f"and the grading process waited {kept:.0f} s for a CPU")
+
+    async def _watch(self, start, limit, interrupted):
+        """Interrupt the kernel once this cell has been charged more than `limit` seconds
+        (its time less the time it was kept from a CPU, or its CPU where more), and append
+        the reason to `interrupted` ("cpu": it computed, "time": it also waited). A kernel
+        ready to run is not stopped for time (the wait it is in is not counted yet). A cell
+        still running after a short grace ignored the interrupt: its kernel is stopped
+        with its whole sandbox (_stop_kernel)."""
         while True:
             await asyncio.sleep(0.05)
-            now = self._sandbox_cpu()
+            now = self._sample()
             if now is None:
                 return None
-            reason = "cpu" if now - start > limit else None
-            if reason is None and time.monotonic() - window_start >= limit:
-                if now - window_cpu < IDLE_SHARE * limit:
-                    reason = "idle"
-                window_start, window_cpu = time.monotonic(), now
-            if reason:
+            cpu, charged, _ = used_between(start, now)
+            if cpu > limit or (charged > limit and not now.ready):
                 await ensure_async(self.km.interrupt_kernel())
-                interrupted.append(reason)
-                await self._stop_if_still_busy(now, limit)
+                interrupted.append("cpu" if cpu > limit else "time")
+                await self._stop_if_still_busy(now.cpu, limit)
                 return
 
     def _killed_for_memory(self):
@@ -290,16 +445,28 @@ class GradingExecute(Execute):
         await self._stop_kernel(limit)
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and self._wall_left() <= 0:
-            message = (f"the machine was too busy: the notebook reached its wall-clock ceiling "
-                       f"({self.notebook_budget * self.wall_factor} s) before its CPU budget; "
-                       "it is graded again on the next run")
-            cell.outputs = [error_output(WALL_CEILING_ERROR, f"{WALL_CEILING_ERROR}: {message}")]
-            self._checks.stalled = True
+        if cell.cell_type == "code" and self._checks.stalled:
+            cell.outputs = [error_output(WALL_CEILING_ERROR, f"{WALL_CEILING_ERROR}: {self._checks.stall_reason}")]
             return cell, resources
         if cell.cell_type == "code" and self._remaining() <= 0:
-            message = (f"the notebook used up its time budget of {self.notebook_budget} s; "
-                       "this cell was not run")
+            counted = (" (computing or waiting; the time the machine kept it from a CPU is not "
+                       "counted)" if self._sandbox_cpu() is not None else "")
+            message = (f"timed out: the notebook used up its time budget of "
+                       f"{self.notebook_budget} s{counted}; this cell was not run")
+            cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
+            self._checks.budget_exceeded = True
+            return cell, resources
+        if cell.cell_type == "code" and not self._out_of_time and self._wall_left() <= 0:
+            starved, measured = self._at_ceiling()
+            if starved and not self.grade_at_ceiling:
+                self._stall(measured)
+                return self.preprocess_cell(cell, resources, index)
+            why = ("the machine was too busy for this submission twice, so it is graded as "
+                   "it stands" if starved else "it was not kept from a CPU, so it is graded "
+                                                "as it stands")
+            self._out_of_time = f"{measured}; {why}"
+        if cell.cell_type == "code" and self._out_of_time:
+            message = f"timed out: {self._out_of_time}; this cell was not run"
             cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
             self._checks.budget_exceeded = True
             return cell, resources
@@ -417,9 +584,11 @@ class GradingExecute(Execute):
             return
         device = self.device
         if self._channel is None:  # one per kernel: its code is sent to the kernel once
-            pid = getattr(getattr(self.km, "provisioner", None), "init_pid", None)
+            provisioner = getattr(self.km, "provisioner", None)
+            pid = getattr(provisioner, "init_pid", None)
+            folder = provisioner.kernel_cwd if pid else self._folder  # as the kernel sees it
             self._channel = KernelChannel(lambda code: self._run_code(code, self._test_index),
-                                          self._folder, device,
+                                          folder, device,
                                           host_root=f"/proc/{pid}/root" if pid else "")
         self._test_index, channel = index, self._channel
         forbidden = shortcuts.forbidden(self.config)

@@ -18,12 +18,17 @@ def put_installed_programs_on_path():
 
 
 def load_config(root=ROOT):
+    """The course's nbgrader configuration: root's own nbgrader_config.py (which says where
+    its exchange is: exchange/ in it, or the course server's), else this repository's with
+    root's exchange/."""
     from traitlets.config.loader import PyFileConfigLoader
 
     put_installed_programs_on_path()
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    own = (Path(root) / "nbgrader_config.py").is_file()
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root if own else ROOT)).load_config()
     config.CourseDirectory.root = str(root)
-    config.Exchange.root = str(Path(root) / "exchange")
+    if not own:
+        config.Exchange.root = str(Path(root) / "exchange")
     return config
 
 

@@ -25,7 +25,8 @@ class NotebookChecks:
     outcomes: dict = field(default_factory=dict)  # grade_id -> [Outcome]
     flags: list = field(default_factory=list)  # [Flag]
     budget_exceeded: bool = False  # its time budget ran out: later cells were not run
-    stalled: bool = False  # the machine stalled it (wall-clock ceiling): graded again later
+    stalled: bool = False  # the machine starved it (wall-clock ceiling): graded again later
+    stall_reason: str = ""  # what was measured, where stalled
 
     def mistakes(self):
         """{grade_id: name of the mistake} the checks of each test cell named."""
@@ -37,9 +38,12 @@ class NotebookChecks:
         return found
 
     def to_json(self):
-        return {"outcomes": {g: [o.to_json() for o in outs] for g, outs in self.outcomes.items()},
+        data = {"outcomes": {g: [o.to_json() for o in outs] for g, outs in self.outcomes.items()},
                 "flags": [vars(f) for f in self.flags],
                 "budget_exceeded": self.budget_exceeded, "stalled": self.stalled}
+        if self.stall_reason:
+            data["stall_reason"] = self.stall_reason
+        return data
 
     @classmethod
     def from_json(cls, data):
@@ -47,7 +51,7 @@ class NotebookChecks:
                              for g, outs in data.get("outcomes", {}).items()},
                    flags=[Flag(**f) for f in data.get("flags", [])],
                    budget_exceeded=bool(data.get("budget_exceeded")),
-                   stalled=bool(data.get("stalled")))
+                   stalled=bool(data.get("stalled")), stall_reason=data.get("stall_reason", ""))
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,9 @@ class Record:
     elapsed: float
     reason: str = ""
     notebooks: dict = field(default_factory=dict)  # notebook -> NotebookChecks
+    # the fingerprint of a submission that needs attention because the machine starved its
+    # sandbox: the next run grades it on its wall-clock ceiling rather than asking again
+    starved: Optional[str] = None
 
     def to_json(self):
         data = {"fingerprint": self.fingerprint, "status": self.status,
@@ -97,13 +104,15 @@ class Record:
             data["notebooks"] = {name: checks.to_json() for name, checks in self.notebooks.items()}
         else:
             data["reason"] = self.reason
+        if self.starved:
+            data["starved"] = self.starved
         return data
 
     @classmethod
     def from_json(cls, data):
         return cls(status=data["status"], fingerprint=data.get("fingerprint"),
                    graded_at=data.get("graded_at", 0.0), elapsed=data.get("elapsed", 0.0),
-                   reason=data.get("reason") or "",
+                   reason=data.get("reason") or "", starved=data.get("starved"),
                    notebooks={name: NotebookChecks.from_json(nb)
                               for name, nb in (data.get("notebooks") or {}).items()})
 

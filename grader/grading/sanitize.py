@@ -10,7 +10,9 @@ notebook. Here the copy loses its nbgrader metadata entirely: it becomes an ordi
 cell of the student's, run like any other, and the first cell with that grade_id is the
 one graded.
 """
+import html
 import re
+import time
 
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from traitlets import Any, Bool, List, Set, Unicode
@@ -49,13 +51,25 @@ SAFE_TAGS = frozenset({
     "ul",
 })
 _IMAGE_DATA = ("data:image/png;base64,", "data:image/jpeg;base64,", "data:image/gif;base64,")
+# What the sanitiser reads as markup, so that its cost stays linear in what it is given:
+# html5lib (bleach's parser) costs about the square of the elements left open at once
+# (4,000 nested <div> took 1.2 s, 20,000 did not finish in minutes), so an HTML text with more
+# start tags than MAX_TAGS (``<`` and a letter: no tag can start otherwise) is not parsed
+# as HTML; nor is Markdown longer than MAX_MARKDOWN (mistune's cost grows faster than its
+# input on some texts); and once a notebook has cost SANITIZE_SECONDS of CPU, the rest of it
+# is shown as text. Text is escaped, never parsed: nothing in it can run, whatever it holds.
+MAX_TAGS = 1000
+MAX_MARKDOWN = 64 * 1024
+SANITIZE_SECONDS = 5.0
+_START_TAG = re.compile(r"<[A-Za-z]")
 
 
 def _allowed_attribute(tag, name, value):
     """bleach's attribute filter: links may point anywhere safe (bleach checks the protocol);
     images may only be inline data or the cell's attachments, so showing a submission
-    never sends a request off the page."""
-    if name in ("class", "title"):
+    never sends a request off the page. No class and no style: the page's own styles would
+    dress a student's text as the page's (a green "alert-success" box reading "Score: 20 / 20")."""
+    if name == "title":
         return True
     if tag == "a":  # bleach keeps http, https, mailto and data: no data here
         return name == "href" and not value.strip().lower().startswith("data:")
@@ -104,7 +118,12 @@ class NoActiveContent(SanitizeHTML):
 
     def preprocess(self, nb, resources):
         nb.metadata.pop("widgets", None)
+        self._deadline = time.thread_time() + SANITIZE_SECONDS
         return super().preprocess(nb, resources)
+
+    def _spent(self):
+        """Whether this notebook has used up the sanitiser's CPU time (from here on: text)."""
+        return time.thread_time() > getattr(self, "_deadline", float("inf"))
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type in ("markdown", "raw"):
@@ -115,19 +134,30 @@ class NoActiveContent(SanitizeHTML):
                     attachments[name] = kept
                 else:
                     del attachments[name]
-            cell.source = self._markdown(cell.source, attachments) if cell.cell_type == "markdown" \
-                else self.sanitize_html_tags(cell.source)
+            source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+            if self._spent() or (cell.cell_type == "markdown" and len(source) > MAX_MARKDOWN):
+                cell.source = as_text(source, "shown as text: too long or too costly to render")
+            else:
+                cell.source = self._markdown(source, attachments) if cell.cell_type == "markdown" \
+                    else self.sanitize_html_tags(source, fallback="text")
             return cell, resources
         if cell.cell_type == "code":
             cell.outputs = self.sanitize_code_outputs(cell.get("outputs", []))
         return cell, resources
 
-    def sanitize_html_tags(self, html_str):
+    def sanitize_html_tags(self, html_str, fallback="text"):
         """bleach with the course's tags and attribute filter; data: addresses are allowed
-        through bleach's protocol check for inline images only (_allowed_attribute)."""
+        through bleach's protocol check for inline images only (_allowed_attribute). HTML
+        with more than MAX_TAGS start tags, or met once the notebook's time is spent, is not
+        parsed: it is shown as escaped text (fallback "text"), or TooCostly is raised
+        (fallback "raise", for an output, which then keeps its plain-text form)."""
         from bleach import clean
         from bleach.css_sanitizer import CSSSanitizer
 
+        if self._spent() or len(_START_TAG.findall(html_str, 0, len(html_str))) > MAX_TAGS:
+            if fallback == "raise":
+                raise TooCostly()
+            return as_text(html_str, "shown as text: too much markup to render")
         return clean(html_str, tags=self.tags, attributes=self.attributes, strip=self.strip,
                      strip_comments=self.strip_comments, protocols={"http", "https", "mailto", "data"},
                      css_sanitizer=CSSSanitizer(allowed_css_properties=[]))
@@ -146,10 +176,15 @@ class NoActiveContent(SanitizeHTML):
         # a reference to an attachment that is not there (removed above) is no image
         text = re.sub(r"attachment:([^\s)\"'>]+)",
                       lambda m: m.group(0) if m.group(1) in attachments else f"removed:{m.group(1)}", text)
+        if len(_START_TAG.findall(text)) > MAX_TAGS:  # (not parsed as Markdown either)
+            return as_text(text, "shown as text: too much markup to render")
         try:
-            return self.sanitize_html_tags(markdown2html_text(text, attachments))
+            rendered = markdown2html_text(text, attachments)
         except InvalidNotebook:
-            return self.sanitize_html_tags(markdown2html_text(text.replace("attachment:", "removed:")))
+            rendered = markdown2html_text(text.replace("attachment:", "removed:"))
+        if len(_START_TAG.findall(rendered)) > MAX_TAGS:
+            return as_text(text, "shown as text: too much markup to render")
+        return self.sanitize_html_tags(rendered)
 
     def sanitize_code_outputs(self, outputs):
         for output in outputs:
@@ -161,16 +196,40 @@ class NoActiveContent(SanitizeHTML):
             output["metadata"] = _safe_metadata(output.get("metadata") or {})
             if "text/markdown" in data:
                 markdown = data.pop("text/markdown")
-                data.setdefault("text/html", markdown2html_text(markdown))
-            removed = sorted(k for k in data
-                             if k not in self.safe_output_keys and k not in self.sanitized_output_types)
-            super().sanitize_code_outputs([output])
-            if removed:  # the plain-text form stays, with a note of what was removed
-                note = f"[removed: {', '.join(removed)} output, which could run code in the reader's browser]"
+                markdown = markdown if isinstance(markdown, str) else "".join(markdown)
+                if len(markdown) <= MAX_MARKDOWN and not self._spent():
+                    data.setdefault("text/html", markdown2html_text(markdown))
+            removed, costly = [], []
+            for key in list(data):
+                if key in self.safe_output_keys:
+                    continue
+                if key in self.sanitized_output_types:
+                    value = data[key] if isinstance(data[key], str) else "".join(data[key])
+                    try:
+                        data[key] = self.sanitize_html_tags(value, fallback="raise")
+                        continue
+                    except TooCostly:
+                        costly.append(key)
+                else:
+                    removed.append(key)
+                del data[key]
+            notes = ([f"[removed: {', '.join(sorted(removed))} output, which could run code in the reader's browser]"]
+                     if removed else []) + \
+                    ([f"[removed: {', '.join(costly)} output, too much markup to show; its text stays]"] if costly else [])
+            if notes:  # the plain-text form stays, with a note of what was removed
                 plain = data.get("text/plain", "")
                 plain = plain if isinstance(plain, str) else "".join(plain)
-                data["text/plain"] = f"{plain}\n{note}" if plain else note
+                data["text/plain"] = "\n".join([plain, *notes] if plain else notes)
         return outputs
+
+
+class TooCostly(Exception):
+    """HTML the sanitiser does not parse (see MAX_TAGS, SANITIZE_SECONDS)."""
+
+
+def as_text(text, why):
+    """Text shown as it is, escaped (nothing in it is markup), with a note saying why."""
+    return f"<pre>{html.escape(text)}</pre>\n<p><em>[{why}]</em></p>\n"
 
 
 _MARKDOWN = {}  # (settings, text) -> the sanitised cell: a grading worker sees the same cells again

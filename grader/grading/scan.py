@@ -9,11 +9,32 @@ transforms (magics and ``!`` commands become Python), with ``ast``:
 - ``uses(exercise_key, student_name)``: a forbidden function (grader.checks.shortcuts) that the
   exercise's object or anything it reaches in the student's cells names: an attribute, a
   global, an import, a string (literal or built from literals) given to ``getattr`` and
-  friends. Such a check fails as a shortcut, as the in-kernel watch would fail it.
-- ``flags``: ways of hiding, anywhere in the student's cells, for the instructor to look
-  at: dynamic attribute access (``getattr`` with a computed name, ``__dict__``, ``vars``),
-  ``importlib`` and ``__import__``, ``exec``/``eval``/``compile``, switching off torch's
-  dispatch or function modes or hooks, tracing hooks, and edits to the course's modules.
+  friends, a global that a pickle written into the code loads. Such a check fails as a
+  shortcut, as the in-kernel watch would fail it.
+- ``flags``, for the instructor to look at (a flag changes no grade):
+  - anywhere in the student's cells, ways of hiding: dynamic attribute access on modules
+    (``getattr`` with a computed name, ``__dict__``, ``vars``), ``getattr``, ``exec`` and
+    friends used as values (``g = getattr``), ``importlib``, ``__import__`` and
+    ``sys.modules``, ``exec``/``eval``/``compile``, a function's code and its parts
+    (``__code__``, ``__defaults__``, ...), ``__class__`` assignment, metaclasses,
+    serialisation that builds objects (``pickle``, ``marshal``, ``copyreg``, ``dill``),
+    ``ctypes``, ``torch.ops`` and ``torch._C``, switching off torch's dispatch or function
+    modes or hooks, tracing hooks, and edits to the course's modules;
+  - in the code an exercise's answer reaches (its definition and every top-level
+    definition it uses, and theirs), anything outside the plain subset an answer needs:
+    modules other than torch's public API and a few of Python's own (math, functools, ...),
+    torch's private or operator-level internals, reflection and introspection in any form
+    (``getattr`` with a name computed at run time on anything but ``self``, ``vars``,
+    ``globals``, ``inspect``, ``__dict__`` and Python's other internals), and decorators
+    other than the usual ones (``staticmethod``, ``torch.no_grad``, ...), which may replace
+    the function they decorate.
+  Each flag names the cell and line and quotes the student's line.
+
+Reading is bounded: a cell longer than MAX_CELL_CHARS, more than MAX_SOURCE_CHARS of the
+student's cells in all, a syntax tree nested more than MAX_TREE_DEPTH deep (which Python's
+own parser may answer with RecursionError or MemoryError), or more than SCAN_SECONDS of CPU
+for the whole notebook: what is not read is flagged, and its checks are judged by the
+kernel-side rules alone, never an error of the run.
 
 The student's cells are the code cells a student wrote: solution cells, and cells without
 nbgrader metadata that are not a given cell as it was given. Locked cells and test cells
@@ -21,8 +42,19 @@ come from the source when graded. Importing the course's modules is ordinary (th
 cells do); changing them is flagged.
 """
 import ast
+import pickletools
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
+
+MAX_CELL_CHARS = 64 * 1024  # a cell longer than this is not read (flagged)
+MAX_SOURCE_CHARS = 1024 * 1024  # the student's cells read in all
+MAX_TREE_DEPTH = 100  # nesting of one cell's syntax tree
+SCAN_SECONDS = 10.0  # CPU seconds the scan may spend on one notebook
+MAX_TEXT = 10_000  # the longest string (or list) folded from literals
+MAX_PICKLE_BYTES = 64 * 1024  # a pickle written into the code, read for the globals it loads
+MAX_PICKLE_OPS = 10_000
+MAX_FLAGS = 40  # flags listed for one notebook (the rest are counted)
 
 # Names that reach into torch's dispatch and function-override machinery, or Python's
 # tracing: code that uses them can switch off what watches it.
@@ -54,7 +86,70 @@ HIDING_NAMES = {
 }
 DYNAMIC_ACCESS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "vars"}
 CODE_FROM_TEXT = {"exec", "eval", "compile", "__import__"}
+# Builtins that, held as a value (``g = getattr``, ``[getattr][0]``, ``reduce(getattr, ...)``),
+# reach objects by names or run code the grader cannot follow.
+REFLECTION_BUILTINS = {"getattr", "setattr", "delattr", "vars", "globals", "locals", "__import__",
+                       "eval", "exec", "compile", "breakpoint"}
+# A function's code and its parts: changing them swaps what a function does for what
+# another does, out of sight of its definition.
+CODE_PARTS = {"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__",
+              "__builtins__", "__func__"}
+# Reflection no answer needs, flagged wherever it is written.
+REFLECTIVE_ANYWHERE = {"__getattribute__", "__subclasses__", "__reduce__", "__reduce_ex__",
+                       "__loader__", "__spec__", "__import__"}
+# Modules whose use is flagged wherever it is written: serialisation that builds objects,
+# native code, code from text, import machinery.
+_SERIAL = ("serialisation", "serialisation that builds objects")
+FLAGGED_MODULES = {
+    **{m: _SERIAL for m in ("pickle", "_pickle", "cPickle", "copyreg", "copy_reg", "dill", "cloudpickle",
+                            "shelve", "jsonpickle")},
+    "marshal": ("serialisation", "serialisation that builds code objects"),
+    **{m: ("native_code", "native code") for m in ("ctypes", "_ctypes", "cffi")},
+    **{m: ("import_machinery", "import machinery") for m in ("importlib", "imp", "pkgutil", "zipimport")},
+    **{m: ("code_from_text", "code the grader cannot read") for m in ("runpy", "code", "codeop")},
+    **{m: ("dynamic_access", "Python's builtins, reached by name") for m in ("builtins", "__builtin__")},
+}
+# What an answer may use (modules by their top-level package); anything else it reaches is
+# flagged. torch is allowed less its private and operator-level parts (TORCH_INTERNALS).
+ALLOWED_MODULES = {"torch", "math", "cmath", "numpy", "functools", "itertools", "typing", "collections",
+                   "dataclasses", "einops", "random", "time", "warnings", "string", "statistics",
+                   "operator", "abc", "enum", "numbers", "fractions", "decimal", "__future__", "copy",
+                   "re", "pprint", "logging", "IPython", "matplotlib", "tqdm"}  # (the last: printing, plotting)
+TORCH_INTERNALS = ("torch.ops", "torch.library", "torch.utils.cpp_extension", "torch.fx",
+                   "torch.overrides", "torch.jit._")
+# Decorators that leave the function what its definition says (by dotted name; a call's
+# result, ``@torch.no_grad()``, counts as its function).
+PLAIN_DECORATORS = {
+    "staticmethod", "classmethod", "property", "abstractmethod", "abc.abstractmethod",
+    "functools.wraps", "functools.lru_cache", "functools.cache", "functools.cached_property",
+    "functools.total_ordering", "dataclasses.dataclass", "typing.overload",
+    "torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled",
+    "torch.jit.script", "torch.jit.ignore", "torch.jit.unused", "torch.jit.export",
+    "torch.jit.script_method", "torch.compile", "torch.autocast", "torch.amp.autocast",
+    "torch.compiler.disable",
+}
+PLAIN_DECORATOR_SUFFIXES = (".setter", ".getter", ".deleter")
+# Dunder attributes an answer may use: construction, names, containers, operators.
+PLAIN_DUNDERS = {"__init__", "__name__", "__qualname__", "__doc__", "__class__", "__module__",
+                 "__version__", "__len__", "__call__", "__iter__", "__next__", "__enter__",
+                 "__exit__", "__repr__", "__str__", "__format__", "__getitem__", "__setitem__",
+                 "__delitem__", "__contains__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+                 "__ge__", "__hash__", "__bool__", "__annotations__", "__post_init__",
+                 "__array__", "__index__", "__int__", "__float__", "__neg__", "__pos__", "__abs__",
+                 "__invert__"}
+_OPERATORS = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow",
+              "lshift", "rshift", "and", "xor", "or")
+PLAIN_DUNDERS |= {f"__{p}{op}__" for op in _OPERATORS for p in ("", "r", "i")}
+# Special methods whose definition changes how names or classes are looked up.
+LOOKUP_METHODS = {"__getattr__", "__getattribute__", "__setattr__", "__delattr__", "__get__",
+                  "__set__", "__delete__", "__set_name__", "__init_subclass__",
+                  "__class_getitem__", "__prepare__", "__instancecheck__", "__subclasscheck__",
+                  "__reduce__", "__reduce_ex__", "__setstate__", "__new__"}
 COURSE_MODULES = ("grader", "notebook_helpers")
+# Names a notebook has bound to modules before any import of the student's (the given cells').
+DEFAULT_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "np": "numpy",
+                   "math": "math", "builtins": "builtins", "sys": "sys", "os": "os",
+                   "operator": "operator"}
 
 
 def shown(text, limit=60):
@@ -64,17 +159,34 @@ def shown(text, limit=60):
     return safe if len(safe) <= limit else safe[:limit] + "..."
 
 
+def quoted(text, limit=100):
+    """A line of the student's as a flag quotes it: printable ASCII less what could start
+    markup where the flag is shown (``<>&`` for HTML, backticks and ``|\\`` for Markdown;
+    the quote is shown as Markdown code), spaces collapsed, at most `limit` characters."""
+    safe = "".join(c if c.isascii() and c.isprintable() and c not in "<>&`|\\" else "?"
+                   for c in " ".join(str(text).split()))
+    return safe if len(safe) <= limit else safe[:limit] + "..."
+
+
 @dataclass(frozen=True)
 class Flag:
     """A way of hiding found in the student's code, for the instructor to look at."""
-    kind: str  # "dynamic_access", "import_machinery", "code_from_text", "dispatch", "course_module"
+    kind: str  # "dynamic_access", "import_machinery", "code_from_text", "dispatch", "course_module",
+    # "code_object", "serialisation", "native_code", "torch_internals", "outside_plain", "decorator",
+    # "metaclass", "unreadable" (and grader.grading.tamper's kinds)
     cell: int  # index of the cell in the notebook
     line: int  # line in the cell, after IPython's transforms
     detail: str  # what was found, in a few words
+    quote: str = ""  # the student's line (grader.grading.scan.quoted)
 
     def text(self):
         where = (f"cell {self.cell + 1}" if self.cell >= 0 else "") + (f", line {self.line}" if self.line else "")
-        return f"{where}: {self.detail}" if where else self.detail
+        text = f"{where}: {self.detail}" if where else self.detail
+        return f"{text}: `{self.quote}`" if self.quote else text
+
+
+class Unreadable(Exception):
+    """A cell the grader does not read, with the reason."""
 
 
 @dataclass
@@ -84,6 +196,7 @@ class Scan:
     unreadable: list = field(default_factory=list)  # cells that are not Python: [cell index]
     own: set = field(default_factory=set)  # functions and classes the student defines
     attribute_definitions: dict = field(default_factory=dict)  # attr set at top level -> [(cell, node)]
+    deadline: float = float("inf")  # thread CPU time after which nothing more is read
 
     def uses(self, forbidden_names, student_name):
         """The first forbidden function (as listed) that student_name's code, or anything
@@ -96,8 +209,8 @@ class Scan:
         if not lasts:
             return None
         fallback = None
-        for node in self._reach(student_name):
-            for name in _names_used(node, self.own):
+        for node in self._reach(student_name):  # (the answer's own name is not a use of anything)
+            for name in _names_used(node, self.own | {student_name}):
                 if name in forbidden_names:  # as written: F.softmax
                     return name
                 fallback = fallback or next((full for last, full in lasts.items()
@@ -105,21 +218,27 @@ class Scan:
         return fallback
 
     def _reach(self, start):
-        """The definitions start's code reaches: the top-level definitions of the names it
-        reads (not its own locals), and of attributes that top-level code sets
+        return [node for _, node in self.reached(start)]
+
+    def reached(self, start):
+        """(cell, node) of the definitions start's code reaches: the top-level definitions of
+        the names it reads (not its own locals), and of attributes that top-level code sets
         (``torch.Tensor.attend = ...``) and it uses; and theirs, and so on."""
-        todo, seen, nodes = [start], set(), []
+        todo, seen, found, nodes = [start], set(), [], set()
         while todo:
             name = todo.pop()
             if name in seen:
                 continue
             seen.add(name)
-            for _, node in [*self.definitions.get(name, ()), *self.attribute_definitions.get(name, ())]:
-                nodes.append(node)
+            for cell, node in [*self.definitions.get(name, ()), *self.attribute_definitions.get(name, ())]:
+                if id(node) in nodes:
+                    continue
+                nodes.add(id(node))
+                found.append((cell, node))
                 todo.extend(free_names(node))
                 todo.extend(n.attr for n in ast.walk(node)
                             if isinstance(n, ast.Attribute) and n.attr in self.attribute_definitions)
-        return nodes
+        return found
 
     def to_json(self):
         return [asdict(f) for f in self.flags]
@@ -161,12 +280,48 @@ def python_source(source):
 # body); and magics that run or write code kept elsewhere.
 RUNS_PYTHON = {"time", "timeit", "capture", "prun", "debug", "python", "python3"}
 RUNS_HIDDEN = {"run", "load", "writefile", "script", "bash", "sh", "system", "sx", "file"}
+# IPython's own ways of running text as code (get_ipython().run_cell(...), ...)
+IPYTHON_RUNS = {"run_cell", "run_cell_async", "run_code", "runcode", "ex", "ev", "safe_execfile",
+                "safe_execfile_ipy", "safe_run_module", "run_ast_nodes", "transform_cell", "push",
+                "magic", "find_magic", "register_magic_function"}
+
+
+def _parse(text):
+    """ast.parse, bounded: Unreadable where the text is too long or nests too deep for the
+    grader to read (Python's parser answers the deepest with RecursionError or MemoryError)."""
+    if len(text) > MAX_CELL_CHARS:
+        raise Unreadable(f"it is {len(text) // 1024} KiB long; the grader reads cells of at most "
+                         f"{MAX_CELL_CHARS // 1024} KiB")
+    try:
+        tree = ast.parse(text)
+    except (RecursionError, MemoryError, OverflowError) as err:
+        raise Unreadable(f"Python's parser gave up on it ({type(err).__name__}): it nests too deep") from None
+    if _too_deep(tree, MAX_TREE_DEPTH):
+        raise Unreadable(f"its code nests more than {MAX_TREE_DEPTH} deep")
+    lines = text.splitlines()
+    for node in ast.walk(tree):
+        node._grading_lines = lines  # what a flag on this node quotes
+    return tree
+
+
+def _too_deep(tree, limit):
+    todo = [(tree, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > limit:
+            return True
+        todo.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return False
 
 
 def parse_cell(source, depth=0):
     """The cell as a Python module, with the Python inside code-running magics (``%%time``,
-    ``%timeit ...``) parsed in place of the magic's call; raises SyntaxError."""
-    tree = ast.parse(python_source(source))
+    ``%timeit ...``) parsed in place of the magic's call; raises SyntaxError (or ValueError)
+    where it is not Python, Unreadable where it is too large or too deep to read."""
+    if len(source) > MAX_CELL_CHARS:
+        raise Unreadable(f"it is {len(source) // 1024} KiB long; the grader reads cells of at most "
+                         f"{MAX_CELL_CHARS // 1024} KiB")
+    tree = _parse(python_source(source))
     if depth > 4:
         return tree
     body = []
@@ -195,17 +350,51 @@ def _magic(node):
     return tuple(texts)
 
 
-def scan(nb, course=None):
+def answer_names(course):
+    """The names the checks call in the student's notebook (the plans of the course's test
+    cells), or None without a course."""
+    if course is None:
+        return None
+    from grader.grading import plan
+
+    try:
+        return sorted({check.student for checks in plan.read(course).values() for check in checks})
+    except Exception:  # a source without plans (not released by make release): every definition
+        return None
+
+
+def scan(nb, course=None, answers=None):
     """Read the student's cells of a notebook (nbformat NotebookNode); course: the
-    assignment's source notebook, whose given cells are not the student's."""
-    result = Scan()
-    modules = imported_names(nb)
+    assignment's source notebook, whose given cells are not the student's and whose plans
+    name the answers; answers: the names of the answers (default: from the course's plans,
+    else every function and class the student defines)."""
+    result = Scan(deadline=time.thread_time() + SCAN_SECONDS)
+    trees, read = [], 0
     for index, source in student_cells(nb, course):
+        if time.thread_time() > result.deadline:
+            result.flags.append(Flag("unreadable", index, 0, f"the grader stopped reading here, after "
+                                     f"{SCAN_SECONDS:g} s of CPU; the cells from here on are judged by the "
+                                     "kernel-side rules only"))
+            break
+        if read + len(source) > MAX_SOURCE_CHARS:
+            result.flags.append(Flag("unreadable", index, 0, f"the student's cells hold more than "
+                                     f"{MAX_SOURCE_CHARS // 2**20} MiB of code; the cells from here on are not "
+                                     "read by the grader and are judged by the kernel-side rules only"))
+            break
+        read += len(source)
         try:
             tree = parse_cell(source)
-        except (SyntaxError, ValueError):
+        except Unreadable as err:
             result.unreadable.append(index)
+            result.flags.append(Flag("unreadable", index, 0, f"the grader could not read this cell: {err}; "
+                                     "its code is judged by the kernel-side rules only"))
             continue
+        except (SyntaxError, ValueError):
+            result.unreadable.append(index)  # not Python: it cannot run in the kernel either
+            continue
+        trees.append((index, tree))
+    context = _Context.of(nb, trees, result.deadline)
+    for index, tree in trees:
         for node in tree.body:
             for name in _defined(node):
                 result.definitions.setdefault(name, []).append((index, node))
@@ -213,36 +402,143 @@ def scan(nb, course=None):
                 result.attribute_definitions.setdefault(attr, []).append((index, node))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 result.own.add(node.name)
-        result.flags.extend(_hiding(tree, index, modules))
+        result.flags.extend(_hiding(tree, index, context))
+    if answers is None:
+        answers = answer_names(course)
+    if answers is None:
+        answers = sorted(result.own)
+    seen, plain = set(), []
+    for name in answers:
+        for index, node in result.reached(name):
+            if id(node) not in seen:
+                seen.add(id(node))
+                plain.extend(_outside_plain(node, index, context))
+    said = set()  # a module the answer uses is named once, where it is first seen
+    for f in sorted(plain, key=lambda f: (f.cell, f.line)):
+        if f.kind != "outside_plain" or f.detail not in said:
+            said.add(f.detail)
+            result.flags.append(f)
+    flags = sorted(_unique(result.flags), key=lambda f: (f.cell, f.line))
+    if len(flags) > MAX_FLAGS:  # a person reads them: the first ones, and how many more
+        more = Flag("many", -1, 0, f"and {len(flags) - MAX_FLAGS} more flags of the same kinds "
+                                   f"({', '.join(sorted({f.kind for f in flags[MAX_FLAGS:]}))})")
+        flags = flags[:MAX_FLAGS] + [more]
+    result.flags = flags
     return result
 
 
-def imported_names(nb):
-    """Names bound to modules anywhere in the notebook: by an import (``torch``, ``F``, ...)
-    or by import machinery (``m = importlib.import_module(...)``)."""
-    names = {"torch", "F", "nn", "np", "math", "builtins", "sys", "os", "operator"}
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = parse_cell(cell_text(cell.source))
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                names.update(a.asname or a.name for a in node.names if a.name[:1].islower())
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
-                    _callee(node.value) in ("import_module", "__import__"):
-                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
+class _Context:
+    """What the flags of one notebook are judged with: the dotted module path each name is
+    bound to by an import or an alias of one (``F`` -> torch.nn.functional), and the names
+    the student binds (a student's own ``compile`` is not the builtin)."""
+
+    def __init__(self, aliases, bound):
+        self.aliases, self.bound = aliases, bound
+
+    @classmethod
+    def of(cls, nb, trees, deadline=float("inf")):
+        aliases = dict(DEFAULT_MODULES)
+        every = [tree for _, tree in trees]
+        read = {index for index, _ in trees}
+        for index, cell in enumerate(nb.cells):  # the imports of the given cells too
+            if cell.cell_type != "code" or index in read or time.thread_time() > deadline:
+                continue
+            try:
+                every.append(parse_cell(cell_text(cell.source)))
+            except (SyntaxError, ValueError, Unreadable):
+                continue
+        bound = set()
+        for tree in every:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    for a in node.names:
+                        if a.asname:
+                            aliases[a.asname] = a.name
+                        else:
+                            aliases.setdefault(a.name.split(".")[0], a.name.split(".")[0])
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    for a in node.names:
+                        if a.name != "*":
+                            aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        for _, tree in trees:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                    bound.add(node.id)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bound.add(node.name)
+                elif isinstance(node, ast.arg):
+                    bound.add(node.arg)
+        context = cls(aliases, bound)
+        for _ in range(4):  # names bound to a module's value: m = F; fn = torch.nn.functional
+            changed = False
+            for _, tree in trees:
+                for node in ast.walk(tree):
+                    for target, value in _bindings(node):
+                        path = context.path(value)
+                        if path and target not in context.aliases:
+                            context.aliases[target] = path
+                            changed = True
+            if not changed:
+                break
+        return context
+
+    def path(self, node):
+        """The dotted path an expression names, from a name bound to a module: ``F.softmax``
+        -> "torch.nn.functional.softmax"; None where it is not rooted at one. What import
+        machinery returns (``importlib.import_module("x")``, ``__import__``) is "<import>"."""
+        attrs = []
+        while isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Call) and _callee(node) in ("import_module", "__import__"):
+            root = "<import>"
+        elif isinstance(node, ast.Subscript) and self.path(node.value) in ("sys.modules",):
+            root = "<import>"
+        elif isinstance(node, ast.Name) and node.id in self.aliases:
+            root = self.aliases[node.id]
+        else:
+            return None
+        return ".".join([root, *reversed(attrs)])
+
+    def builtin(self, name):
+        """Whether a name in the student's code is the builtin of that name."""
+        return name not in self.bound and name not in self.aliases
+
+
+def _bindings(node):
+    """(name, value) pairs a statement or expression binds: ``a = value``, ``a := value``,
+    a parameter's default, ``for a in [value]``."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            yield target.id, node.value
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)):
+            for t, v in zip(target.elts, node.value.elts):
+                if isinstance(t, ast.Name):
+                    yield t.id, v
+    elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        yield node.target.id, node.value
+    elif isinstance(node, ast.NamedExpr):
+        yield node.target.id, node.value
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+            yield arg.arg, default
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+            if default is not None:
+                yield arg.arg, default
+    elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name) and \
+            isinstance(node.iter, (ast.List, ast.Tuple)):
+        for value in node.iter.elts:
+            yield node.target.id, value
 
 
 def _defined(node):
     """Top-level names a statement binds: definitions, imports, assignment targets, names
-    bound by ``:=`` or a ``match`` pattern outside functions, and names a function declares
-    ``global`` (its code is where they get their value)."""
+    bound by ``:=`` or a ``match`` pattern outside functions, names a function declares
+    ``global`` (its code is where they get their value), and the object a top-level
+    ``setattr(obj, ...)`` or ``obj.attr = ...`` changes."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         declared = [name for n in ast.walk(node) if isinstance(n, ast.Global) for name in n.names]
         return [node.name, *declared]
@@ -259,6 +555,9 @@ def _defined(node):
         targets = [node.target]
     elif isinstance(node, (ast.With, ast.AsyncWith)):
         targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
+            _callee(node.value) in ("setattr", "delattr") and node.value.args:
+        targets = [node.value.args[0]]
     names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
     names += [n.target.id for n in _outside_functions(node) if isinstance(n, ast.NamedExpr)]
     names += [n.name for n in _outside_functions(node)
@@ -293,22 +592,19 @@ def free_names(node):
     """The names a piece of code reads from outside: name loads, less the parameters and
     local variables of the functions (and lambdas) they appear in."""
     out = []
-
-    def visit(n, bound):
+    todo = [(node, frozenset())]
+    while todo:  # (iterative: a tree is at most MAX_TREE_DEPTH deep, but its lists are long)
+        n, bound = todo.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            for outer in [*getattr(n, "decorator_list", []), *n.args.defaults,
-                          *[d for d in n.args.kw_defaults if d is not None]]:
-                visit(outer, bound)
             inner = bound | _locals(n)
-            for child in (n.body if isinstance(n.body, list) else [n.body]):
-                visit(child, inner)
-            return
+            todo.extend((child, inner) for child in reversed(n.body if isinstance(n.body, list) else [n.body]))
+            todo.extend((outer, bound) for outer in reversed([
+                *getattr(n, "decorator_list", []), *n.args.defaults,
+                *[d for d in n.args.kw_defaults if d is not None]]))
+            continue
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound:
             out.append(n.id)
-        for child in ast.iter_child_nodes(n):
-            visit(child, bound)
-
-    visit(node, frozenset())
+        todo.extend((child, bound) for child in reversed(list(ast.iter_child_nodes(n))))
     return out
 
 
@@ -341,20 +637,30 @@ def names_match(used, last):
 
 def _names_used(node, own=()):
     """Every name a piece of code uses: attributes, globals (not the student's own functions
-    and classes, whose code is followed instead), imported names, and strings (literal or
-    built from literals) that spell a name."""
+    and classes, whose code is followed instead), imported names, strings (literal or
+    built from literals) that spell a name, and the globals a pickle written into the code
+    loads."""
     yield from (name for name in free_names(node) if name not in own)
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute):
             yield sub.attr
             if isinstance(sub.value, ast.Name):
                 yield f"{sub.value.id}.{sub.attr}"
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, bytes):
+            for name in pickled_globals(sub.value):
+                yield name
+                yield name.split(".")[-1]
         elif isinstance(sub, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and \
                 not (isinstance(sub, ast.Constant) and not isinstance(sub.value, str)):
             text = constant_text(sub)
             if text and len(text) < 200:
                 yield text
                 yield text.split(".")[-1]
+            elif isinstance(sub, ast.Call) and _callee(sub) == "encode":
+                data = _constant_bytes(sub)
+                for name in pickled_globals(data) if data else ():
+                    yield name
+                    yield name.split(".")[-1]
         if isinstance(sub, ast.Call) and _callee(sub) == "getattr" and len(sub.args) > 1 \
                 and isinstance(sub.args[0], ast.Name) and constant_text(sub.args[1]):
             yield f"{sub.args[0].id}.{constant_text(sub.args[1])}"
@@ -364,6 +670,32 @@ def _names_used(node, own=()):
                 yield sub.asname
         elif isinstance(sub, ast.ImportFrom) and sub.module:
             yield sub.module.split(".")[-1]
+
+
+def pickled_globals(data):
+    """The globals ("module.name") a pickle loads, read from its opcodes without loading it
+    (at most MAX_PICKLE_BYTES and MAX_PICKLE_OPS); [] for bytes that are no pickle."""
+    return _pickle_read(data)[0]
+
+
+def _pickle_read(data):
+    """(globals, strings) of a pickle, as pickled_globals reads them."""
+    if not isinstance(data, bytes) or len(data) > MAX_PICKLE_BYTES:
+        return [], []
+    found, strings = [], []
+    try:
+        for count, (op, arg, _) in enumerate(pickletools.genops(data)):
+            if count > MAX_PICKLE_OPS:
+                break
+            if op.name in ("GLOBAL", "INST") and isinstance(arg, str):
+                found.append(arg.replace(" ", "."))
+            elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                found.append(f"{strings[-2]}.{strings[-1]}")
+            if isinstance(arg, str) and ("UNICODE" in op.name or op.name.endswith("STRING")):
+                strings.append(str(arg))
+    except Exception:  # not a pickle (or a broken one): what was read so far
+        pass
+    return found, strings
 
 
 def _callee(call):
@@ -378,62 +710,137 @@ def _callee(call):
 def constant_text(node) -> Optional[str]:
     """The string an expression always evaluates to when it is built only from literals
     (concatenation, repetition, f-strings of literals, ``"".join`` of literals, slices,
-    ``.lower()``/``.upper()``/``.replace(...)``/``.strip()``), else None."""
+    ``.lower()``/``.upper()``/``.replace(...)``/``.strip()``), else None. Nothing longer than
+    MAX_TEXT characters is built."""
     try:
-        value = _fold(node)
-    except (ValueError, TypeError, IndexError, KeyError):
+        value = _fold(node, [MAX_TREE_DEPTH * 4])
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError, MemoryError, OverflowError):
         return None
     return value if isinstance(value, str) else None
 
 
-def _fold(node):
-    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)):
-        return node.value
+def _constant_bytes(node):
+    """The bytes of ``"literal".encode(...)`` (bounded like constant_text), else None."""
+    try:
+        owner = _fold(node.func.value, [MAX_TREE_DEPTH * 4])
+        args = [_fold(a, [MAX_TREE_DEPTH]) for a in node.args]
+        return owner.encode(*args) if isinstance(owner, str) and all(isinstance(a, str) for a in args) else None
+    except (ValueError, TypeError, IndexError, KeyError, LookupError, RecursionError, MemoryError):
+        return None
+
+
+def _small(value):
+    if isinstance(value, (str, list)) and len(value) > MAX_TEXT:
+        raise ValueError("too long")
+    if isinstance(value, int) and abs(value) > 10**9:
+        raise ValueError("too large")
+    return value
+
+
+def _fold(node, budget):
+    """The value of a literal-built expression; budget: [nodes left to fold]."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ValueError("too much to fold")
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)) and not isinstance(node.value, bool):
+        return _small(node.value)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
-        left, right = _fold(node.left), _fold(node.right)
-        if isinstance(node.op, ast.Mult) and max(len(str(left)), len(str(right))) * 64 < 10_000:
-            return left * right
-        if isinstance(node.op, ast.Add):
-            return left + right
+        left, right = _fold(node.left, budget), _fold(node.right, budget)
+        if isinstance(node.op, ast.Mult):
+            if isinstance(left, str) and isinstance(right, int) or isinstance(left, int) and isinstance(right, str):
+                text, times = (left, right) if isinstance(left, str) else (right, left)
+                if len(text) * max(times, 0) > MAX_TEXT:
+                    raise ValueError("too long")
+                return text * times
+            if isinstance(left, int) and isinstance(right, int):
+                return _small(left * right)
+            raise ValueError("not text")
+        if type(left) is type(right) and isinstance(left, (str, int, list)):
+            if isinstance(left, (str, list)) and len(left) + len(right) > MAX_TEXT:
+                raise ValueError("too long")
+            return _small(left + right)
+        raise ValueError("not text")
     if isinstance(node, ast.JoinedStr):
-        return "".join(str(_fold(v.value if isinstance(v, ast.FormattedValue) else v))
-                       for v in node.values)
+        parts = []
+        for v in node.values:
+            part = _fold(v.value if isinstance(v, ast.FormattedValue) else v, budget)
+            parts.append(part if isinstance(part, str) else str(part))
+            if sum(map(len, parts)) > MAX_TEXT:
+                raise ValueError("too long")
+        return "".join(parts)
     if isinstance(node, ast.Subscript):
-        base = _fold(node.value)
+        base = _fold(node.value, budget)
+        if not isinstance(base, (str, list)):
+            raise ValueError("not text")
         if isinstance(node.slice, ast.Slice):
-            parts = [None if p is None else _fold(p) for p in
+            parts = [None if p is None else _fold(p, budget) for p in
                      (node.slice.lower, node.slice.upper, node.slice.step)]
             return base[slice(*parts)]
-        return base[_fold(node.slice)]
+        return base[_fold(node.slice, budget)]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_fold(node.operand)
+        return -_fold(node.operand, budget)
     if isinstance(node, (ast.List, ast.Tuple)):
-        return [_fold(e) for e in node.elts]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        owner, method = _fold(node.func.value), node.func.attr
-        args = [_fold(a) for a in node.args]
+        if len(node.elts) > MAX_TEXT:
+            raise ValueError("too long")
+        return [_fold(e, budget) for e in node.elts]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
+        owner, method = _fold(node.func.value, budget), node.func.attr
+        args = [_fold(a, budget) for a in node.args]
         if isinstance(owner, str) and method in ("join", "lower", "upper", "replace", "strip",
-                                                 "format", "removeprefix", "removesuffix"):
-            return getattr(owner, method)(*args)
+                                                 "removeprefix", "removesuffix", "format"):
+            if method == "join" and (not isinstance(args[0], list) or
+                                     sum(len(str(a)) + len(owner) for a in args[0]) > MAX_TEXT):
+                raise ValueError("too long")
+            if method == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str) \
+                    and (owner.count(args[0]) + 1) * len(args[1]) + len(owner) > MAX_TEXT:
+                raise ValueError("too long")
+            if method == "format" and len(owner) + sum(len(str(a)) for a in args) * owner.count("{") > MAX_TEXT:
+                raise ValueError("too long")
+            return _small(getattr(owner, method)(*args))
     raise ValueError("not built from literals")
 
 
-def _hiding(tree, cell, modules=()):
-    """Flags for the ways of hiding in one cell. Dynamic attribute access counts on modules
-    (names bound by an import) and on what import machinery returns; an object's own
-    attributes (``getattr(self, name)``) are ordinary code."""
+# --- flags ---------------------------------------------------------------------------------
+
+def _quote(node):
+    """The student's line the node is on (or the node itself, unparsed), as a flag quotes it."""
+    lines, line = getattr(node, "_grading_lines", None), getattr(node, "lineno", 0)
+    if lines and 0 < line <= len(lines):
+        return quoted(lines[line - 1])
+    try:
+        return quoted(ast.unparse(node))
+    except Exception:
+        return ""
+
+
+def _flagger(flags, cell):
+    def flag(kind, node, detail):
+        flags.append(Flag(kind, cell, getattr(node, "lineno", 0), detail, _quote(node)))
+    return flag
+
+
+def _module_of(path):
+    return path.split(".")[0] if path else None
+
+
+def _hiding(tree, cell, context):
+    """Flags for the ways of hiding in one cell, wherever they are written. Dynamic
+    attribute access counts on modules (names bound by an import) and on what import
+    machinery returns; an object's own attributes (``getattr(self, name)``) are ordinary
+    code."""
     flags = []
+    flag = _flagger(flags, cell)
 
     def on_module(node):
         while isinstance(node, (ast.Attribute, ast.Subscript)):
+            if context.path(node):
+                return True
             node = node.value
         if isinstance(node, ast.Call):
             return _callee(node) in CODE_FROM_TEXT | {"import_module", "globals", "vars"}
-        return isinstance(node, ast.Name) and node.id in modules
+        return context.path(node) is not None
 
-    def flag(kind, node, detail):
-        flags.append(Flag(kind, cell, getattr(node, "lineno", 0), detail))
-
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             callee = _callee(node)
@@ -451,30 +858,87 @@ def _hiding(tree, cell, modules=()):
             elif callee == "setattr" and node.args and (_course_module(node.args[0]) or on_module(node.args[0])):
                 flag("course_module" if _course_module(node.args[0]) else "dynamic_access", node,
                      "setattr on the course's code" if _course_module(node.args[0]) else "setattr on a module")
-            elif callee in CODE_FROM_TEXT:
+            elif callee in CODE_FROM_TEXT and (isinstance(node.func, ast.Name) and context.builtin(callee)
+                                               or _module_of(context.path(node.func)) in ("builtins", "<import>")):
                 flag("code_from_text", node, f"{callee}(): code built from text")
             elif callee == "import_module":
                 flag("import_machinery", node, "importlib.import_module")
             elif callee in ("system", "getoutput") and isinstance(node.func, ast.Attribute) and \
                     isinstance(node.func.value, ast.Call) and _callee(node.func.value) == "get_ipython":
                 flag("code_from_text", node, "a shell command (!...): code the grader cannot read")
+            elif callee in IPYTHON_RUNS and isinstance(node.func, ast.Attribute) and \
+                    "get_ipython" in {_callee(n) for n in ast.walk(node.func.value) if isinstance(n, ast.Call)}:
+                flag("code_from_text", node, f"IPython's {callee}(): code the grader cannot read")
+            elif callee in ("run_line_magic", "run_cell_magic") and node.args and \
+                    constant_text(node.args[0]) is None:
+                flag("code_from_text", node, "a magic chosen at run time: code the grader cannot read")
             elif callee in ("run_line_magic", "run_cell_magic") and node.args and \
                     constant_text(node.args[0]) in RUNS_HIDDEN:
                 flag("code_from_text", node, f"the %{constant_text(node.args[0])} magic runs or writes "
                                              "code the grader cannot read")
-        elif isinstance(node, ast.Attribute) and node.attr == "__dict__" and on_module(node.value):
-            flag("dynamic_access", node, "a module's __dict__ read")
-        elif isinstance(node, ast.Attribute) and node.attr == "modules" and \
-                isinstance(node.value, ast.Name) and node.value.id == "sys":
-            flag("import_machinery", node, "sys.modules")
+            elif callee in ("FunctionType", "CodeType", "LambdaType", "MethodType") and \
+                    _module_of(context.path(node.func)) == "types":
+                flag("code_object", node, f"types.{callee}(): builds a function from a code object")
+            elif callee == "load" and context.path(node.func) == "torch.load" and any(
+                    k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is False
+                    for k in node.keywords):
+                flag("serialisation", node, "torch.load(weights_only=False): unpickles objects")
+            elif callee == "type" and isinstance(node.func, ast.Name) and context.builtin("type") \
+                    and len(node.args) == 3:
+                flag("metaclass", node, "type() with three arguments: a class built at run time")
+            for data in [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, bytes)]:
+                names, strings = _pickle_read(data)
+                if names:
+                    native = [t for t in [*names, *strings] if t.split(".")[0] in ("ctypes", "_ctypes", "cffi")]
+                    flag("native_code" if native else "serialisation", node,
+                         f"unpickles {shown(', '.join(names[:3]), 80)}" + (f" (with {shown(native[0])})" if native else ""))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in REFLECTION_BUILTINS \
+                and id(node) not in called and context.builtin(node.id):
+            flag("dynamic_access", node, f"{node.id} used as a value (kept, passed or aliased), so what it "
+                                         "reaches cannot be read")
+        elif isinstance(node, ast.Name) and node.id == "__builtins__":
+            flag("dynamic_access", node, "__builtins__: Python's builtins, reached by name")
+        elif isinstance(node, ast.Attribute):
+            path = context.path(node)
+            if node.attr == "__dict__" and on_module(node.value):
+                flag("dynamic_access", node, "a module's __dict__ read")
+            elif node.attr == "modules" and context.path(node.value) == "sys":
+                flag("import_machinery", node, "sys.modules")
+            elif node.attr in CODE_PARTS:
+                what = "changes" if isinstance(node.ctx, (ast.Store, ast.Del)) else "reads"
+                flag("code_object", node, f"{what} a function's {node.attr}")
+            elif node.attr in REFLECTIVE_ANYWHERE:
+                flag("dynamic_access", node, f"{node.attr}: reflection")
+            elif node.attr == "__class__" and isinstance(node.ctx, ast.Store):
+                flag("code_object", node, "assigns an object's __class__")
+            elif path and _torch_internal(path) == path:
+                flag("torch_internals", node, f"{shown(_torch_internal(path), 40)}: torch's operator-level "
+                                              "or private internals")
+            elif node.attr in REFLECTION_BUILTINS and _module_of(context.path(node.value)) == "builtins" \
+                    and id(node) not in called:
+                flag("dynamic_access", node, f"builtins.{node.attr} used as a value")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             imported = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             for module in imported:
-                if module.split(".")[0] in ("importlib", "ctypes"):
-                    flag("import_machinery", node, f"imports {module}")
+                top = module.split(".")[0]
+                if top in FLAGGED_MODULES:
+                    kind, why = FLAGGED_MODULES[top]
+                    flag(kind, node, f"imports {shown(module)}: {why}")
+                elif _torch_internal(module):
+                    flag("torch_internals", node, f"imports {shown(module)}: torch's operator-level or "
+                                                  "private internals")
             for alias in node.names:
                 if alias.name in HIDING_NAMES:
                     flag("dispatch", node, f"{alias.name}: {HIDING_NAMES[alias.name]}")
+                elif isinstance(node, ast.ImportFrom) and node.module == "torch" and alias.name.startswith("_"):
+                    flag("torch_internals", node, f"imports torch.{shown(alias.name)}: torch's private internals")
+        elif isinstance(node, ast.ClassDef):
+            for keyword in node.keywords:
+                if keyword.arg == "metaclass":
+                    flag("metaclass", node, f"class {shown(node.name)} has a metaclass, whose code runs when "
+                                            "the class is called")
+            if any(isinstance(b, ast.Name) and b.id == "type" and context.builtin("type") for b in node.bases):
+                flag("metaclass", node, f"class {shown(node.name)} is a metaclass (derives from type)")
         if isinstance(node, (ast.Attribute, ast.Name, ast.FunctionDef)):
             name = node.attr if isinstance(node, ast.Attribute) else \
                 node.id if isinstance(node, ast.Name) else node.name
@@ -488,6 +952,110 @@ def _hiding(tree, cell, modules=()):
                 elif isinstance(target, ast.Attribute) and on_module(target.value):
                     flag("dispatch", node, f"changes torch's own objects (sets .{shown(target.attr)})")
     return _unique(flags)
+
+
+def _torch_internal(path):
+    """The part of a dotted torch path that is operator-level or private (torch.ops,
+    torch._C, torch.nn.functional._in_projection), else None."""
+    if not path or path.split(".")[0] != "torch":
+        return None
+    parts = path.split(".")
+    for i in range(1, len(parts)):
+        prefix = ".".join(parts[:i + 1])
+        if prefix in TORCH_INTERNALS or any(prefix.startswith(p) for p in TORCH_INTERNALS if p.endswith("_")):
+            return prefix
+        if parts[i].startswith("_") and not (parts[i].startswith("__") and parts[i].endswith("__")):
+            return prefix
+    return None
+
+
+def _outside_plain(node, cell, context):
+    """Flags for what one definition that an answer reaches uses beyond the plain subset an
+    answer needs (see the module's docstring)."""
+    flags = []
+    flag = _flagger(flags, cell)
+    loops = _literal_loops(node)
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Import, ast.ImportFrom)):
+            modules = [sub.module or ""] if isinstance(sub, ast.ImportFrom) else [a.name for a in sub.names]
+            for module in modules:
+                if module.split(".")[0] not in ALLOWED_MODULES and module.split(".")[0] not in FLAGGED_MODULES:
+                    flag("outside_plain", sub, f"the answer uses the {shown(module)} module, which no answer needs")
+        elif isinstance(sub, ast.Attribute):
+            if sub.attr.startswith("__") and sub.attr.endswith("__") and sub.attr not in PLAIN_DUNDERS \
+                    and sub.attr not in CODE_PARTS | REFLECTIVE_ANYWHERE:
+                flag("outside_plain", sub, f"the answer reaches Python's internals ({shown(sub.attr)})")
+            elif isinstance(sub.value, ast.Name):
+                path = context.path(sub)
+                top = _module_of(path)
+                if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and top != "<import>" \
+                        and sub.value.id in context.aliases and "." not in context.aliases[sub.value.id]:
+                    flag("outside_plain", sub, f"the answer uses the {shown(top)} module, which no answer needs")
+        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            path = context.aliases.get(sub.id)
+            top = _module_of(path)
+            if top and top not in ALLOWED_MODULES and top not in FLAGGED_MODULES and "." in path \
+                    and sub.id not in DEFAULT_MODULES:
+                flag("outside_plain", sub, f"the answer uses {shown(path)}, from a module no answer needs")
+        elif isinstance(sub, ast.Call):
+            callee = _callee(sub)
+            if isinstance(sub.func, ast.Name) and callee in ("getattr", "setattr", "delattr", "hasattr") \
+                    and context.builtin(callee) and len(sub.args) >= 2:
+                owner, name_arg = sub.args[0], sub.args[1]
+                if constant_text(name_arg) is None and not _on_self(owner) and \
+                        not (isinstance(name_arg, ast.Name) and name_arg.id in loops):
+                    flag("dynamic_access", sub, f"{callee} with a name computed at run time")
+            elif isinstance(sub.func, ast.Name) and callee in ("vars", "globals", "locals", "dir") \
+                    and context.builtin(callee):
+                flag("dynamic_access", sub, f"{callee}(): reflection, which no answer needs")
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in sub.decorator_list:
+                name = _decorator_name(decorator, context)
+                if name not in PLAIN_DECORATORS and not (name or "").endswith(PLAIN_DECORATOR_SUFFIXES):
+                    flag("decorator", decorator, f"{shown(sub.name)} is decorated by "
+                                                 f"{shown(name or 'an expression', 40)}, which may replace it")
+            if isinstance(sub, ast.ClassDef):
+                for item in sub.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in LOOKUP_METHODS:
+                        flag("dynamic_access", item, f"class {shown(sub.name)} defines {item.name}, which "
+                                                     "changes how it is built or looked up")
+    return _unique(flags)
+
+
+def _on_self(node):
+    """Whether an expression is rooted at the instance or class of a method (self, cls)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _literal_loops(node):
+    """Names that loops inside node bind to literal strings only (``for name in ("query", "key")``):
+    a getattr with one of them reads a name the grader can read."""
+    names = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.For, ast.comprehension)) and isinstance(sub.target, ast.Name):
+            literal = isinstance(sub.iter, (ast.Tuple, ast.List)) and all(
+                constant_text(e) is not None for e in sub.iter.elts)
+            names[sub.target.id] = names.get(sub.target.id, True) and literal
+    return {name for name, literal in names.items() if literal}
+
+
+def _decorator_name(node, context):
+    """A decorator's dotted name, resolved through the notebook's imports (``@t.no_grad()``
+    -> torch.no_grad); None for an expression that is no name."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    path = context.path(node)
+    if path:
+        return path
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
 
 
 def _access(call, callee):
@@ -514,7 +1082,7 @@ def _course_module(node):
 def _unique(flags):
     seen, out = set(), []
     for f in flags:
-        if (f.kind, f.line, f.detail) not in seen:
-            seen.add((f.kind, f.line, f.detail))
+        if (f.kind, f.cell, f.line, f.detail) not in seen:
+            seen.add((f.kind, f.cell, f.line, f.detail))
             out.append(f)
     return out

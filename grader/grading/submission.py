@@ -39,6 +39,7 @@ class Settings:
     notebook_budget: int = 180
     call_timeout: int = 20
     kernel_name: str = ""  # "" keeps the notebook's kernel (grader.isolation decides upstream)
+    grade_at_ceiling: bool = False  # the machine starved it once already: grade it at the wall-clock ceiling
 
 
 @dataclass
@@ -142,6 +143,8 @@ def check_notebooks(files, notebooks):
     """Why the submitted notebooks cannot be graded as they are, or None."""
     import nbformat
 
+    from grader.grading import bounds
+
     present = sorted(p for p in files if p.endswith(".ipynb") and "/" not in p)
     for name in notebooks:
         data = files.get(f"{name}.ipynb")
@@ -152,8 +155,12 @@ def check_notebooks(files, notebooks):
             return f"{name}.ipynb is missing from the submission"
         if not data:
             return f"{name}.ipynb is empty (0 bytes)"
+        text = data.decode("utf-8", errors="replace")
+        problem = bounds.too_large(text)
+        if problem:
+            return f"{name}.ipynb is larger than a notebook may be: {problem}"
         try:
-            nb = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
+            nb = nbformat.reads(text, as_version=4)
         except Exception as err:
             return f"{name}.ipynb is not a readable notebook: {str(err).splitlines()[0][:200]}"
         if not nb.cells:
@@ -186,6 +193,7 @@ def _config(course, job):
     config.GradingExecute.call_timeout = job.settings.call_timeout
     config.GradingExecute.device = job.settings.device
     config.GradingExecute.write_checks = True  # read by _checks, then taken out
+    config.GradingExecute.grade_at_ceiling = job.settings.grade_at_ceiling
     if job.settings.kernel_name:
         config.GradingExecute.kernel_name = job.settings.kernel_name
     return config
@@ -343,10 +351,11 @@ def grade_submission(job):
             result.reason = _explain(f"{outcome['log']}\n{outcome['error']}")
             return result
         result.timestamp, result.notebooks = _results(course, job)
-        if any(nb.checks.stalled for nb in result.notebooks.values()):
+        stalled = [(name, nb.checks.stall_reason) for name, nb in result.notebooks.items()
+                   if nb.checks.stalled]
+        if stalled:
             result.notebooks, result.retry = {}, True
-            result.reason = ("the machine was too busy: a notebook reached its wall-clock ceiling "
-                             "before its CPU budget; graded again on the next run")
+            result.reason = "; ".join(f"{name}: {why}" for name, why in stalled)
             return result
         result.files = _read_tree(out)
         result.status = GRADED

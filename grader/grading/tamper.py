@@ -14,17 +14,27 @@ changed (a test cell's points, a locked cell made a solution, ...; put back from
 source, so the cell is graded as the course wrote it), graded cells the source does not
 have. What it finds is kept in the notebook's metadata under
 ``grading.tampering`` for grader.grading.execute, which reports it with the grade.
+
+Being first, it also makes the notebook one nbgrader can grade, whichever way it is
+graded (make autograde, nbgrader autograde, the formgrader): a notebook over the bounds
+of a submitted notebook (grader.grading.bounds) is refused with the reason before
+anything else reads it, and a cell id that breaks the notebook format (nbconvert
+validates the notebook after every preprocessor, so one bad id made the whole notebook
+fail) is replaced by nbformat's own normalisation, and flagged.
 """
 import re
+import warnings
 from pathlib import Path
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader.grading.scan import Flag, cell_text, normal_source, shown
+from grader.grading import bounds
+from grader.grading.scan import Flag, cell_text, normal_source, quoted, shown
 
 METADATA_KEY = "grading"
 COMPARED = ("grade", "solution", "locked", "task", "points")
+VALID_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")  # nbformat 4.5's schema for a cell id
 _HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 
 
@@ -113,13 +123,77 @@ def _restore(submitted, index, source_cell):
         submitted.cells[index] = make(mine.source, metadata=mine.metadata)
 
 
+class NotebookTooLarge(ValueError):
+    """A submitted notebook over the bounds of grader.grading.bounds (the message says which)."""
+
+
+def repair_ids(nb):
+    """Give every cell whose id breaks the notebook format (nbformat 4.5 and later) a new one,
+    by nbformat's own normalisation (which also makes ids unique); a flag for each."""
+    if (nb.get("nbformat", 4), nb.get("nbformat_minor", 0)) < (4, 5):
+        return []
+    bad = [i for i, cell in enumerate(nb.cells)
+           if "id" in cell and not (isinstance(cell["id"], str) and VALID_ID.match(cell["id"]))]
+    flags = []
+    for index in bad:
+        flags.append(Flag("cell_id", index, 0, "the cell's id breaks the notebook format; it was given a new one",
+                          quoted(repr(nb.cells[index]["id"]), 60)))
+        del nb.cells[index]["id"]
+    if bad:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nbformat's warning that ids were missing: they were
+            _, fixed = nbformat.validator.normalize(nb)
+        for index in bad:
+            nb.cells[index]["id"] = fixed["cells"][index]["id"]
+    return flags
+
+
+class NotANotebook(ValueError):
+    """A submitted notebook that breaks the notebook format beyond what is repaired."""
+
+
+def repair(nb):
+    """Make a notebook nbconvert accepts (it validates it after every preprocessor): cell ids
+    (repair_ids, flagged); where it is still invalid, what grading throws away anyway (code
+    cells' outputs and execution counts, as nbgrader's ClearOutput does next) and metadata
+    that breaks the format (nbformat's normalisation). NotANotebook where that is not enough."""
+    flags = repair_ids(nb)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.validate(nb)
+        return flags
+    except nbformat.ValidationError:
+        pass
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, fixed = nbformat.validator.normalize(nb, strip_invalid_metadata=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.validate(fixed)
+    except nbformat.ValidationError as err:
+        raise NotANotebook(f"the notebook breaks the notebook format: {shown(str(err).splitlines()[0], 200)}") from None
+    nb.clear()
+    nb.update(nbformat.from_dict(fixed))
+    return flags
+
+
 class FlagTampering(NbGraderPreprocessor):
-    """Record (never undo or punish) what a submission changed in graded and locked cells."""
+    """Record (never undo or punish) what a submission changed in graded and locked cells;
+    refuse a notebook over the bounds, and repair cell ids that break the format."""
 
     def preprocess(self, nb, resources):
+        problem = bounds.cells_problem(nb)
+        if problem:
+            raise NotebookTooLarge(f"the notebook is larger than a notebook may be: {problem}")
         info = resources.get("nbgrader", {})
         source = self._source(info.get("assignment"), info.get("notebook"))
-        found = changes(nb, source, restore=True) if source is not None else []
+        found = repair(nb)
+        found += changes(nb, source, restore=True) if source is not None else []
         nb.metadata.setdefault(METADATA_KEY, {})["tampering"] = [vars(f) for f in found]
         return nb, resources
 

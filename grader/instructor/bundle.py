@@ -90,7 +90,9 @@ def _recorder(table, name, fn):
         except TypeError:
             pass  # not plain data: the bundle's checks never need it
         return out
-    recorded.__name__, recorded.__qualname__ = fn.__name__, fn.__qualname__
+    short = name.rsplit(".", 1)[-1]  # a functools.partial has no name of its own
+    recorded.__name__ = getattr(fn, "__name__", short)
+    recorded.__qualname__ = getattr(fn, "__qualname__", recorded.__name__)
     return recorded
 
 

@@ -1,5 +1,6 @@
 """Instructor commands around autograde (each is also a make target):
 
+    python -m grader.instructor setup-exchange [--owner NAME]                 # make setup-exchange
     python -m grader.instructor release-exchange [--assignment A] [--force]   # make release-exchange
     python -m grader.instructor roster students.csv                           # make roster CSV=...
     python -m grader.instructor collect [--assignment A]                      # make collect
@@ -14,7 +15,6 @@ The work is done in grader.instructor's lms (LMS downloads), submission_times, r
 extensions, late (late policy) and report (grades.csv, grades_canvas.csv, the grade report).
 """
 import argparse
-import os
 from pathlib import Path
 
 from grader.instructor import late
@@ -31,13 +31,26 @@ def _api(root, **settings):
 
 
 def ensure_exchange(root):
-    """nbgrader's exchange folder, created on first use; every student account must be able
-    to write its inbound folder, as in nbgrader's own set-up (/srv/nbgrader/exchange, 777)."""
-    exchange = Path(root) / "exchange"
-    if not exchange.is_dir():
-        exchange.mkdir(parents=True)
-        os.chmod(exchange, 0o777)
-    return exchange
+    """nbgrader's exchange folder (grader.instructor.exchange): the local route's is created
+    on first use, private to this account; the course server's must have been set up."""
+    from grader.instructor import exchange
+
+    try:
+        return exchange.ensure_local(layout.load_config(root))
+    except exchange.ExchangeSetupError as e:
+        raise SystemExit(str(e)) from None
+
+
+def setup_exchange(root, owner=None):
+    """Build or repair the course server's exchange (make setup-exchange)."""
+    from grader.instructor import exchange
+
+    try:
+        lines = exchange.setup(layout.load_config(root), root, owner)
+    except (exchange.ExchangeSetupError, KeyError) as e:
+        raise SystemExit(f"setup-exchange: {e}") from None
+    for line in lines:
+        print(line)
 
 
 def _chosen(root, assignment):
@@ -63,7 +76,7 @@ def release_exchange(root, assignment=None, force=False):
             print(f"{name}: already in the exchange (FORCE=1 replaces it; students who fetched it keep their copy)")
             continue
         result = api.release_assignment(name)
-        print(f"{name}: " + ("released to exchange/" + course if result["success"]
+        print(f"{name}: " + (f"released to {Path(config.Exchange.root) / course}" if result["success"]
                              else f"FAILED: {(result.get('error') or result.get('log') or '')[-500:]}"))
 
 
@@ -79,7 +92,10 @@ def collect(root, zip_path=None, assignment=None, times_path=None):
             assignment = lms.guess_assignment(root, zip_path)
             print(f"{zip_path} holds {assignment}")
         return lms.collect(root, zip_path, assignment, times_path=times_path)
+    from grader.instructor import exchange
+
     ensure_exchange(root)
+    config = layout.load_config(root)
     api = _api(root)
     released = api.get_released_assignments()
     for name in _chosen(root, assignment):
@@ -92,6 +108,18 @@ def collect(root, zip_path=None, assignment=None, times_path=None):
             print(_collected(name, before, _submission_times(root, name)))
         else:
             print(f"{name}: collect failed: {(result.get('error') or '')[-300:]}")
+        refused = exchange.refusals(config, name)
+        if refused:
+            print(f"  refused {len(refused)} submission(s), not collected (left in the exchange's "
+                  "inbound/ folder):")
+            for refusal in refused:
+                print(f"    {refusal.line()}")
+        due = exchange.duedate(layout.db_url(root), config.CourseDirectory.course_id, name)
+        late = exchange.late_writes(config, name, due)
+        if late:
+            print(f"  {len(late)} submission(s) changed after the time they claim:")
+            for write in late:
+                print(f"    {write.line()}")
 
 
 def _submission_times(root, assignment):
@@ -178,17 +206,22 @@ def import_extensions(root, csv_path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m grader.instructor", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["release-exchange", "roster", "collect", "feedback",
-                                            "release-feedback", "export", "extensions"])
+    parser.add_argument("command", choices=["setup-exchange", "release-exchange", "roster", "collect",
+                                            "feedback", "release-feedback", "export", "extensions"])
     parser.add_argument("csv", nargs="?", help="roster, extensions: the CSV file")
     parser.add_argument("--zip", default=None)
     parser.add_argument("--times", default=None, help="collect --zip: the LMS's submission times (CSV)")
     parser.add_argument("--assignment", default=None)
     parser.add_argument("--force", action="store_true", help="release-exchange: replace a released assignment")
+    parser.add_argument("--owner", default=None,
+                        help="setup-exchange, run by root: the instructor's login name (default: "
+                             "the course folder's owner)")
     parser.add_argument("--root", default=str(layout.ROOT))
     args = parser.parse_args(argv)
     assignment = args.assignment or None
-    if args.command == "release-exchange":
+    if args.command == "setup-exchange":
+        setup_exchange(args.root, args.owner)
+    elif args.command == "release-exchange":
         release_exchange(args.root, assignment, args.force)
     elif args.command == "roster":
         if not args.csv:

@@ -8,9 +8,11 @@
     km.start_kernel(cwd=notebook_folder)         # the folder's copy is the kernel's cwd
 
 While it runs, km.provisioner tells where the kernel is: `kernel_cwd` (its working folder
-as it sees it), `host_path(path)` (that path seen from the host, under /proc/<init>/root),
-`init_pid`; `kernel_output()` is what the kernel printed to its stdout and stderr (for a
-kernel that died). A kernel that cannot start raises SandboxError with the reason.
+as it sees it: /home/<user>/<the folder's name>), `host_path(path)` (that path seen from
+the host, under /proc/<init>/root), `init_pid`, `kernel_pid()`, and how long the kernel
+waited for a CPU (`kernel_wait_for_cpu()`); `kernel_output()` is what the kernel printed
+to its stdout and stderr (for a kernel that died). A kernel that cannot start raises
+SandboxError with the reason.
 
 The kernel spec `attention-grading` (installed by `make install`) names the
 `attention-sandbox` provisioner (grader/isolation/provisioner.py); namespaces.py says
@@ -28,7 +30,7 @@ __all__ = ["KERNEL_NAME", "PROVISIONER_NAME", "IsolationUnavailable", "Limits", 
 SETTINGS = ("memory", "cpu_seconds", "processes", "open_files", "file_size", "tmp_size",
             "shm_size", "work_size", "threads", "readable", "workdir", "copy_workdir",
             "course_dirs", "extra_env", "host_uid", "host_gid", "setup_timeout", "warm", "start_tries",
-            "total_memory", "use_cgroups")
+            "total_memory", "use_cgroups", "user", "hostname")
 
 
 def require_isolation():

@@ -56,6 +56,19 @@ class SetupError(Exception):
     pass
 
 
+def exit_code(status):
+    """A child's wait status as the exit code a shell would give (128 + N: killed by signal N)."""
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def wait_exit_code(pid, options=0):
+    """Wait for the child pid (os.waitpid retries after a signal, PEP 475): its exit code,
+    or None where options has WNOHANG and it is still running."""
+    done, status = os.waitpid(pid, options)
+    return exit_code(status) if done else None
+
+
 def _check(result, what):
     if result != 0:
         code = ctypes.get_errno()
@@ -188,7 +201,9 @@ def build_root(spec):
         elif kind == "tmpfs":
             _tmpfs(root, op, owner)
         elif kind == "dir":
-            _make_point(root, path, True)
+            target = _make_point(root, path, True)
+            if op.get("owned"):
+                os.chown(target, *owner)
         elif kind == "symlink":
             os.makedirs(os.path.dirname(_inside(root, path)), mode=0o755, exist_ok=True)
             os.symlink(op["target"], _inside(root, path))
@@ -246,6 +261,17 @@ def loopback_up():
         request = struct.pack("16sH14s", b"lo", 0, b"")
         flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, request))[1]
         fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 0x1 | 0x40, b""))
+
+
+def first_pid(pid):
+    """Make the program's pid about pid, as a process of a long-running machine has, rather
+    than 2 (init still holds the privilege to set where the namespace's pids go on)."""
+    if not pid:
+        return
+    try:
+        _write("/proc/sys/kernel/ns_last_pid", str(int(pid) - 1))
+    except OSError:
+        pass  # an older kernel: the program is pid 2, as before
 
 
 def drop_privileges(spec):
@@ -338,11 +364,13 @@ def init(spec, status_fd, output_fd, lifeline_fd):
     try:
         build_root(spec)
         pivot(spec["root"])
+        hostname = os.fsencode(spec.get("hostname") or "localhost")
+        _check(libc.sethostname(hostname, len(hostname)), "set the sandbox's host name")
         try:
-            libc.sethostname(b"grading", 7)
             loopback_up()
         except OSError:
             pass
+        first_pid(spec.get("first_pid"))
         drop_privileges(spec)
         apply_limits(spec["limits"])
     except Exception as e:  # noqa: BLE001 - every failure is reported, none is ignored
@@ -394,8 +422,7 @@ def init(spec, status_fd, output_fd, lifeline_fd):
             if pid == 0:
                 break
             if pid == program:
-                code = os.waitstatus_to_exitcode(status)
-                os._exit(code if code >= 0 else 128 - code)
+                os._exit(exit_code(status))
 
 
 # --- the unsharer and the launcher ------------------------------------------------------
@@ -454,14 +481,7 @@ def unsharer(spec, fds):
     else:
         report(status if status.startswith("error ") else "error the sandbox's set-up stopped")
     os.close(fds["to_launcher"])
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
-    code = os.waitstatus_to_exitcode(status)
-    os._exit(code if code >= 0 else 128 - code)
+    os._exit(wait_exit_code(pid))
 
 
 def seal(spec, init_pid):
@@ -473,10 +493,9 @@ def seal(spec, init_pid):
     import stat
 
     while not all(os.path.exists(p) and stat.S_ISSOCK(os.lstat(p).st_mode) for p in sockets):
-        pid, status = os.waitpid(init_pid, os.WNOHANG)
-        if pid:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)  # the launcher reports the log
+        code = wait_exit_code(init_pid, os.WNOHANG)
+        if code is not None:
+            os._exit(code)  # the launcher reports the log
         time.sleep(0.01)
     if sockets:
         try:
@@ -652,18 +671,12 @@ def main(spec_path):
                                                          "built_at": init["built_at"]})
                         elif line.startswith("error "):
                             fail(line[len("error "):])
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    code = os.waitstatus_to_exitcode(status)
+    code = wait_exit_code(child)
     if os.getppid() != client:  # nobody is left to clean up after the sandbox
         import shutil
 
         shutil.rmtree(os.path.dirname(os.path.abspath(spec_path)), ignore_errors=True)
-    sys.exit(code if code >= 0 else 128 - code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,12 @@ A sandbox is built on an empty root, so only what is listed here exists inside i
   stub `grader` package without checks, read-only;
 - its own /proc, /dev (null, zero, full, random, urandom), /tmp and /dev/shm (tmpfs,
   with size limits), a private folder for the kernel's sockets and connection file,
-  and one writable working folder (a copy of the notebook's folder, size-limited).
+  and a writable home folder, /home/<user>, holding the working folder (a copy of the
+  notebook's folder, /home/<user>/<its name>), size-limited together.
+To the code in it, the kernel looks like one a student runs in their own lab: the
+student's login name (USER, LOGNAME, the passwd entry), their home folder (HOME), the
+notebook in a folder of its own in that home, the machine's host name, and a pid that is
+not 2.
 Nothing else: not the course's solutions, references, gradebooks, submissions,
 outputs or git history, not other kernels' folders, not the instructor's home.
 """
@@ -28,6 +33,7 @@ COURSE_ROOT = GRADER_DIR.parent
 MiB, GiB = 2**20, 2**30
 
 SANDBOX_UID = SANDBOX_GID = 1000  # the student's ids inside the sandbox
+DEFAULT_USER = "student"  # the login name inside, where no student is named
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime",
                "fonts", "os-release", "mime.types")
@@ -41,11 +47,11 @@ PER_STUDENT = ("submitted", "autograded", "feedback")
 RUN_DIR = "/run/jupyter"  # the kernel's sockets and connection file, inside
 IPC_NAME = "kernel"
 CONNECTION_FILE = f"{RUN_DIR}/connection.json"
-DEFAULT_WORKDIR = "/home/student"
-# matplotlib's font list, built once per environment and copied into each sandbox (each
-# kernel would otherwise rebuild it in its fresh /tmp: about 0.2 s of CPU).
+# matplotlib's font list, built once per environment and copied into each sandbox's home,
+# where matplotlib looks for it (~/.cache/matplotlib; each kernel would otherwise rebuild
+# it: about 0.2 s of CPU).
 FONT_CACHE = Path(sys.prefix) / "share" / "attention-grading" / "matplotlib"
-MPLCONFIGDIR = "/tmp/matplotlib"
+FIRST_PIDS = (1000, 30000)  # the program's pid is drawn from here (see launch.first_pid)
 
 
 @dataclass
@@ -118,7 +124,32 @@ def check_workdir(workdir, course_root=COURSE_ROOT):
     return path
 
 
-def _system_mounts():
+def login_name(name):
+    """name as a login name the sandbox can show (USER, passwd, /home/<name>): letters,
+    digits, dot, dash and underscore, not starting with a dot or a dash; else the default."""
+    import re
+
+    name = str(name or "")
+    if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}", name):
+        return name
+    return DEFAULT_USER
+
+
+def host_name(name=None):
+    """The host name the sandbox shows: name, or this machine's (as a student's kernel on
+    the course server sees it), as a valid host name."""
+    import re
+    import socket
+
+    name = re.sub(r"[^A-Za-z0-9.-]", "-", name or socket.gethostname())[:63].strip("-.")
+    return name or "localhost"
+
+
+def home_of(user):
+    return f"/home/{login_name(user)}"
+
+
+def _system_mounts(user=DEFAULT_USER, hostname="localhost"):
     ops = []
     for name in SYSTEM_DIRS:
         host = Path("/") / name
@@ -134,12 +165,12 @@ def _system_mounts():
         elif host.exists():
             ops.append({"op": "bind", "src": str(host.resolve()), "dst": str(host)})
     files = {
-        "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                  f"student:x:{SANDBOX_UID}:{SANDBOX_GID}:student:/tmp:/usr/sbin/nologin\n"
+        "passwd": f"root:x:0:0:root:/root:/bin/bash\n"
+                  f"{user}:x:{SANDBOX_UID}:{SANDBOX_GID}:{user}:{home_of(user)}:/bin/bash\n"
                   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-        "group": f"root:x:0:\nstudent:x:{SANDBOX_GID}:\nnogroup:x:65534:\n",
-        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
-        "hostname": "grading\n",
+        "group": f"root:x:0:\n{user}:x:{SANDBOX_GID}:\nnogroup:x:65534:\n",
+        "hosts": f"127.0.0.1 localhost\n127.0.1.1 {hostname}\n::1 localhost\n",
+        "hostname": f"{hostname}\n",
         "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
     }
     ops += [{"op": "file", "dst": f"/etc/{name}", "content": text} for name, text in files.items()]
@@ -164,26 +195,31 @@ def _covered(path, binds):
 
 def sandbox_spec(rundir, argv, *, workdir=None, copy_workdir=True, stub_dir, course_root=COURSE_ROOT,
                  grader_dir=GRADER_DIR, readable=(), limits=None, env=None,
-                 host_ids=(65534, 65534), font_cache=None, sockets=()):
+                 host_ids=(65534, 65534), font_cache=None, sockets=(), user=DEFAULT_USER,
+                 hostname=None):
     """The launcher's spec for one sandbox (see launch.py).
 
     rundir: a private folder of this sandbox on the host (its new root's mount point,
-    state and log); argv: the program, run in workdir (a size-limited tmpfs at the same
-    path, holding a copy of the host folder's files unless copy_workdir is False), or in
-    an empty folder;
+    state and log); argv: the program, run in /home/<user>/<workdir's name>
+    (in the home folder, a size-limited tmpfs; a copy of the host folder's files unless
+    copy_workdir is False), or in the empty home folder;
     stub_dir: the stub grader package, shown where the real one is; readable: more
     host paths shown read-only where they are; host_ids: the host uid and gid the
     sandbox's user is when the instructor is root (otherwise it is the instructor's own,
     see launch.write_maps); sockets: the program's Unix sockets (inside paths): the
-    sandbox is ready once they exist, and their folder is then made read-only."""
+    sandbox is ready once they exist, and their folder is then made read-only; user and
+    hostname: the login name and host name the program sees (the env's USER, LOGNAME and
+    HOME are the caller's to set: minimal_env)."""
+    import secrets
+
     limits = limits or Limits()
     rundir, course_root = Path(rundir), Path(course_root)
-    ops = _system_mounts()
+    user, hostname = login_name(user), host_name(hostname)
+    home = home_of(user)
+    ops = _system_mounts(user, hostname)
     ops += _device_mounts(limits)
     ops += [{"op": "proc", "dst": "/proc"}, {"op": "sysfs", "dst": "/sys"},
             {"op": "tmpfs", "dst": "/tmp", "size": str(limits.tmp_size), "mode": "1777"}]
-    if font_cache is not None and Path(font_cache).is_dir():
-        ops.append({"op": "copy", "src": str(font_cache), "dst": MPLCONFIGDIR})
     binds = [op for op in ops if op["op"] == "bind"]
     wanted = python_prefixes() + [str(Path(p).absolute()) for p in readable]
     wanted += [str(course_root / name) for name in COURSE_READABLE]
@@ -192,28 +228,35 @@ def sandbox_spec(rundir, argv, *, workdir=None, copy_workdir=True, stub_dir, cou
             binds.append({"op": "bind", "src": str(Path(path).resolve()), "dst": path})
             ops.append(binds[-1])
     ops.append({"op": "bind", "src": str(stub_dir), "dst": str(grader_dir)})
-    inside = str(workdir) if workdir is not None else DEFAULT_WORKDIR
-    ops.append({"op": "tmpfs", "dst": inside, "size": str(limits.work_size), "mode": "755",
+    ops.append({"op": "tmpfs", "dst": home, "size": str(limits.work_size), "mode": "755",
                 "owned": True})
-    if workdir is not None and copy_workdir:
-        ops.append({"op": "copy", "src": str(workdir), "dst": inside,
-                    "limit": f"{limits.work_size // MiB} MiB"})
+    if font_cache is not None and Path(font_cache).is_dir():
+        ops.append({"op": "dir", "dst": f"{home}/.cache", "owned": True})
+        ops.append({"op": "copy", "src": str(font_cache), "dst": f"{home}/.cache/matplotlib"})
+    inside = f"{home}/{Path(workdir).name}" if workdir is not None else home
+    if workdir is not None:
+        ops.append({"op": "dir", "dst": inside, "owned": True})
+        if copy_workdir:
+            ops.append({"op": "copy", "src": str(workdir), "dst": inside,
+                        "limit": f"{limits.work_size // MiB} MiB"})
     ops += [{"op": "tmpfs", "dst": RUN_DIR, "size": "1m", "mode": "700", "owned": True},
             {"op": "copyfile", "src": str(rundir / "connection.json"), "dst": CONNECTION_FILE}]
     return {"host_ids": list(host_ids), "uid": SANDBOX_UID, "gid": SANDBOX_GID,
             "root": str(rundir / "root"), "state": str(rundir / "state.json"),
             "log": str(rundir / "kernel.log"), "log_limit": MiB, "mounts": ops,
             "limits": limits.rlimits(), "env": dict(env or {}), "cwd": inside,
-            "sockets": list(sockets),
+            "sockets": list(sockets), "hostname": hostname,
+            "first_pid": FIRST_PIDS[0] + secrets.randbelow(FIRST_PIDS[1] - FIRST_PIDS[0]),
             "argv": list(argv)}
 
 
-def minimal_env(threads=1, extra=None):
-    """The sandbox's whole environment: nothing of the instructor's."""
+def minimal_env(threads=1, extra=None, user=DEFAULT_USER):
+    """The sandbox's whole environment: nothing of the instructor's; the student's login
+    name and home folder, as in a terminal of their own."""
     prefix = Path(sys.prefix).absolute()
-    env = {"PATH": f"{prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
-           "LANG": "C.UTF-8", "USER": "student", "LOGNAME": "student", "SHELL": "/bin/sh",
-           "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": MPLCONFIGDIR}
+    user = login_name(user)
+    env = {"PATH": f"{prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": home_of(user),
+           "LANG": "C.UTF-8", "USER": user, "LOGNAME": user, "SHELL": "/bin/bash"}
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                  "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
         env[name] = str(threads)

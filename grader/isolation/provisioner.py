@@ -37,6 +37,12 @@ _COLD_REASONS = set()  # why kernels of this process start cold, each said once
 KILL_WAIT = 1.0  # seconds kill() waits for the killed sandbox's launcher to exit
 
 
+def _start_time(pid):
+    """A process's start time (clock ticks after boot), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[19])
+
+
 class SandboxProvisioner(LocalProvisioner):
     """Starts the kernel spec's command in a fresh sandbox (see the module's docstring)."""
 
@@ -65,6 +71,13 @@ class SandboxProvisioner(LocalProvisioner):
                        help="Course folders (besides this package's) whose instructor-only "
                             "parts may never be a kernel's working folder.")
     extra_env = Dict(config=True, help="Variables added to the kernel's minimal environment.")
+    user = Unicode(ns.DEFAULT_USER, config=True,
+                   help="The login name the kernel runs under, as the student's own lab shows "
+                        "it (USER, LOGNAME, the passwd entry, HOME=/home/<user>); the grading "
+                        "preprocessor gives the student's id.")
+    hostname = Unicode("", config=True,
+                       help="The host name the kernel sees; by default this machine's, as a "
+                            "kernel of the course server's JupyterLab sees it.")
     host_uid = Integer(65534, config=True,
                        help="Host uid of the kernel's user when the instructor is root.")
     host_gid = Integer(65534, config=True,
@@ -89,6 +102,7 @@ class SandboxProvisioner(LocalProvisioner):
 
     rundir = None
     init_pid = None
+    _kernel_pid = None
     init_start = None
     warm_started = None  # whether this kernel was forked from the warm template
     cgroup = None  # the sandbox's cgroups.SandboxCgroup, where it has one
@@ -149,12 +163,14 @@ class SandboxProvisioner(LocalProvisioner):
             workdir = ns.check_workdir(workdir)
             for course in self.course_dirs:
                 ns.check_workdir(workdir, course)
-        env = ns.minimal_env(self.threads, {**(self.kernel_spec.env or {}), **self.extra_env})
+        env = ns.minimal_env(self.threads, {**(self.kernel_spec.env or {}), **self.extra_env},
+                             user=self.user)
         spec = ns.sandbox_spec(self.rundir, cmd, workdir=Path(workdir).resolve() if workdir else None,
                                copy_workdir=self.copy_workdir, stub_dir=self.rundir / "stub",
                                readable=self.readable, limits=self.limits(), env=env,
                                host_ids=(self.host_uid, self.host_gid), font_cache=ns.font_cache(),
-                               sockets=[f"{info['ip']}-{port}" for port in km.ports])
+                               sockets=[f"{info['ip']}-{port}" for port in km.ports],
+                               user=self.user, hostname=self.hostname or None)
         self.kernel_cwd = spec["cwd"]
         self._new_cgroup()
         spec["cgroup_procs"] = self.cgroup.procs_files if self.cgroup else []
@@ -186,6 +202,43 @@ class SandboxProvisioner(LocalProvisioner):
         except OSError:
             return None
 
+    def kernel_pid(self):
+        """The host pid of the sandbox's program (the kernel): init's first child, found once
+        (processes orphaned later are init's children too, started after it); None where
+        it cannot be read."""
+        if self._kernel_pid is None and self._init_alive():
+            try:
+                children = Path(f"/proc/{self.init_pid}/task/{self.init_pid}/children").read_text().split()
+                self._kernel_pid = min(children, key=_start_time) if children else None
+            except (OSError, ValueError):
+                return None
+        return self._kernel_pid
+
+    def kernel_wait_for_cpu(self):
+        """({thread id: seconds}, ready): how long each thread of the kernel (its main
+        thread runs the notebook's cells; others send its output) has been ready to run but
+        kept from a CPU (its run-queue delay, /proc/<pid>/task/<tid>/schedstat), and whether
+        the main thread is ready to run (or running) now; None where it cannot be read. The
+        kernel adds a wait to the delay when it ends, so a thread that is ready now may have
+        waited longer than its delay says."""
+        pid = self.kernel_pid()
+        if pid is None:
+            return None
+        delays = {}
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                ready = f.read().rsplit(b")", 1)[1].split()[0] == b"R"
+            tids = os.listdir(f"/proc/{pid}/task")
+        except (OSError, IndexError):
+            return None
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    delays[int(tid)] = int(f.read().split()[1]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that just ended
+        return delays, ready
+
     def sandbox_oom_kills(self):
         """How many of the sandbox's processes were killed for its memory limit (total_memory),
         or None where the sandbox has no cgroup to count them."""
@@ -214,6 +267,7 @@ class SandboxProvisioner(LocalProvisioner):
             tries = f" ({len(errors)} tries)" if len(errors) > 1 else ""
             raise ns.SandboxError(f"the grading sandbox could not start{tries}: {errors[-1]}")
         self.init_pid, self.init_start = state["init_pid"], state["init_start"]
+        self._kernel_pid = None
         self.setup_seconds = state["built_at"] - started
         self.ready_seconds = time.monotonic() - started
         link = self.rundir / "ipc"

@@ -293,6 +293,126 @@ ATTACKS = {
 }
 
 
+# --- routes to a forbidden function (05's F.scaled_dot_product_attention) past the rules -------
+# Each is an answer that would be right, reached through a route around the rules. "resolved":
+# the grading process reads the forbidden name in the source (grader.grading.scan), so the
+# check fails; "kernel": the kernel-side facts about the answer (grader.checks.student_call
+# code_facts) name it, so the check fails there too; "flags": kinds of flag the instructor
+# sees. A name computed at run time (_HIDDEN) cannot be read from the source.
+
+_HIDDEN = "''.join(reversed('noitnetta_tcudorp_tod_delacs'))"
+_MASK = "attn_mask=None if mask is None else ~mask"
+_HONEST = ("    wei = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5\n"
+           "    if mask is not None:\n        wei = wei.masked_fill(mask, float('-inf'))\n"
+           "    return torch.softmax(wei, dim=-1) @ v\n")
+_PICKLED_SDPA = b"ctorch._C._nn\nscaled_dot_product_attention\np0\n."  # pickle protocol 0, a global
+_PICKLED_IMPORT_CTYPES = b"cbuiltins\n__import__\n(Vctypes\ntR."  # __import__("ctypes"), unpickled
+
+
+def _route(code, resolved, kernel, flags):
+    return {"code": code, "resolved": resolved, "kernel": kernel, "flags": set(flags)}
+
+
+ROUTES = {  # the ten of issue #28
+    "inspect_default": _route(
+        "import inspect\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None,\n"
+        f"                                 _fused=dict(inspect.getmembers(F))[{_HIDDEN}]):\n"
+        f"    return _fused(q, k, v, {_MASK})\n", False, True, {"outside_plain"}),
+    "pickle_global": _route(
+        "import pickle\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return pickle.loads({_PICKLED_SDPA!r})(q, k, v, {_MASK})\n", True, False, {"serialisation"}),
+    "getattr_alias": _route(
+        "g = getattr\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return g(F, 'scaled_dot_' + 'product_attention')(q, k, v, {_MASK})\n",
+        True, False, {"dynamic_access"}),
+    "getattr_in_a_list": _route(
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return [getattr][0](F, 'scaled_dot_product_attention')(q, k, v, {_MASK})\n",
+        True, False, {"dynamic_access"}),
+    "reduce_getattr": _route(
+        "import functools\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        "    fused = functools.reduce(getattr, ['nn', 'functional', 'scaled_dot_product_attention'], torch)\n"
+        f"    return fused(q, k, v, {_MASK})\n", True, False, {"dynamic_access"}),
+    "torch_ops_getattr": _route(
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        "    fused = torch.ops.aten.__getattr__('scaled_dot_product_attention')\n"
+        f"    return fused(q, k, v, {_MASK})\n", True, False, {"torch_internals", "outside_plain"}),
+    "decorator_returns_it": _route(
+        "def _faster(fn):\n"
+        "    return getattr(F, fn.__name__)  # F's function of the same name\n"
+        "@_faster\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n" + _HONEST, False, True,
+        {"decorator", "dynamic_access"}),
+    "code_and_defaults_swapped": _route(
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n" + _HONEST +
+        "def _impl(q, k, v, mask=None, _fused=None):\n"
+        f"    return _fused(q, k, v, {_MASK})\n"
+        "scaled_dot_product_attention.__code__ = _impl.__code__\n"
+        f"scaled_dot_product_attention.__defaults__ = (None, getattr(F, {_HIDDEN}))\n",
+        False, True, {"code_object", "dynamic_access"}),
+    "metaclass_call": _route(
+        "class _Calls(type):\n"
+        "    def __call__(cls, q, k, v, mask=None):\n"
+        f"        return F.scaled_dot_product_attention(q, k, v, {_MASK})\n"
+        "class scaled_dot_product_attention(metaclass=_Calls):\n"
+        '    """Called like a function."""\n', True, True, {"metaclass"}),
+    "ctypes_through_pickle": _route(
+        "import pickle\n"
+        f"_ctypes = pickle.loads({_PICKLED_IMPORT_CTYPES!r})\n"
+        "_get = _ctypes.pythonapi.PyObject_GetAttrString\n"
+        "_get.restype, _get.argtypes = _ctypes.py_object, [_ctypes.py_object, _ctypes.c_char_p]\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return _get(F, {_HIDDEN}.encode())(q, k, v, {_MASK})\n", False, False, {"serialisation", "native_code"}),
+}
+OWN_ROUTES = {  # found by trying further
+    "partial": _route(
+        "import functools\n"
+        "scaled_dot_product_attention = functools.partial(getattr(F, "
+        f"{_HIDDEN}))\n", False, True, {"dynamic_access"}),
+    "callable_object": _route(
+        "class _Attend:\n"
+        "    def __call__(self, q, k, v, mask=None):\n"
+        f"        return self.fused(q, k, v, {_MASK})\n"
+        "scaled_dot_product_attention = _Attend()\n"
+        f"scaled_dot_product_attention.fused = getattr(F, {_HIDDEN})\n", False, True, {"dynamic_access"}),
+    "class_attribute": _route(
+        "class _Kernels:\n"
+        f"    fused = staticmethod(getattr(F, {_HIDDEN}))\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return _Kernels.fused(q, k, v, {_MASK})\n", False, True, {"dynamic_access"}),
+    "keyword_only_default_in_a_tuple": _route(
+        f"def scaled_dot_product_attention(q, k, v, mask=None, *, _kernels=(getattr(F, {_HIDDEN}),)):\n"
+        f"    return _kernels[0](q, k, v, {_MASK})\n", False, True, {"dynamic_access"}),
+    "lambda_default": _route(
+        f"scaled_dot_product_attention = lambda q, k, v, mask=None, _f=vars(F)[{_HIDDEN}]: _f(q, k, v, {_MASK})\n",
+        False, True, {"dynamic_access"}),
+    "builtins_module": _route(
+        "import builtins\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return builtins.getattr(F, {_HIDDEN})(q, k, v, {_MASK})\n", False, False, {"dynamic_access"}),
+    "ipython_run_cell": _route(
+        "get_ipython().run_cell('attend = F.scaled_dot_' + 'product_attention')\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return attend(q, k, v, {_MASK})\n", False, True, {"code_from_text"}),
+    "getattribute_of_a_module": _route(
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        f"    return F.__getattribute__({_HIDDEN})(q, k, v, {_MASK})\n", False, False, {"dynamic_access"}),
+    "code_object_built": _route(
+        "import types\n"
+        "def _impl(q, k, v, mask=None):\n"
+        f"    return attend(q, k, v, {_MASK})\n"
+        f"scaled_dot_product_attention = types.FunctionType(_impl.__code__, {{'attend': getattr(F, {_HIDDEN})}})\n",
+        False, True, {"code_object"}),
+}
+# 08: torch.softmax kept as a default argument of online_softmax (its rules forbid it)
+SOFTMAX_DEFAULT = ("def online_softmax(scores, _softmax=getattr(torch, ''.join(reversed('xamtfos')))):\n"
+                   "    return _softmax(scores, dim=-1)\n")
+
+
 def make_attack(root, student, attack, assignment="05_scaled_attention"):
     """A submission whose solution cell is replaced by one attack."""
     folder = Path(root) / "submitted" / student / assignment

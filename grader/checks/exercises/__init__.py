@@ -7,9 +7,10 @@ from grader.checks import registry
 from grader.checks.exercise_keys import EXERCISE_KEYS
 from grader.checks.exercises import (attention_at_scale, bag_of_words, masked_softmax, multi_head,
                                      scaled_attention, single_head, transformer_block, tril_matmul)
+from grader.checks.exercises import todays_models
 
 NOTEBOOKS = (bag_of_words, tril_matmul, masked_softmax, single_head, scaled_attention, multi_head,
-             transformer_block, attention_at_scale)
+             transformer_block, attention_at_scale, todays_models)
 
 
 def _keyed(defined):

@@ -1,0 +1,38 @@
+"""A machine that keeps a sandbox from the CPU, made deterministic for the tests: while a
+cell marked `# starved` runs, the sandbox's cgroup may use 2 % of one CPU (a CPU quota,
+which its kernel spends waiting in the run queue, as on a machine busy with other work;
+the kernel's run-queue delay says so, as it would there)."""
+from jupyter_core.utils import run_sync
+
+from grader.grading.execute import GradingExecute
+
+MARK = "# starved"
+SHARE = 0.02
+
+
+def cpu_quota(group, share):
+    """Limit a sandbox's cgroup (grader.isolation.cgroups.SandboxCgroup) to `share` of one
+    CPU; None lifts the limit."""
+    period = 100_000
+    if group.support.version == "v1":
+        (group.folders["cpu"] / "cpu.cfs_quota_us").write_text(str(int(share * period)) if share else "-1")
+    else:
+        (group.folders["unified"] / "cpu.max").write_text(f"{int(share * period)} {period}" if share else "max")
+
+
+class StarvedExecute(GradingExecute):
+    """GradingExecute whose sandbox is starved while a cell marked `# starved` runs. Name it
+    in nbgrader's configuration (`support.starve.StarvedExecute`) in place of
+    grader.grading.execute.GradingExecute."""
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        starved = MARK in cell.source
+        if starved:
+            cpu_quota(self.km.provisioner.cgroup, SHARE)
+        try:
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        finally:
+            if starved:
+                cpu_quota(self.km.provisioner.cgroup, None)
+
+    execute_cell = run_sync(async_execute_cell)
