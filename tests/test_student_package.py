@@ -8,7 +8,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from IPython.core.inputtransformer2 import TransformerManager
 
 from grader.instructor import first_cell
 from grader.instructor.notebooks import notebook_paths
@@ -98,60 +97,77 @@ def test_the_cpu_build_is_wanted_on_linux_without_a_driver_only():
 
 # --- the first cell -------------------------------------------------------------------------
 
-def _run_cell(source, importable):
-    """Run the cell's code as IPython would (its %pip turned into a call), with the course's
-    packages importable or not; the %pip lines it ran."""
-    import builtins
+@pytest.fixture
+def shell(monkeypatch, tmp_path):
+    """IPython's own shell, as a notebook's kernel runs a cell (its %pip expanded there), with
+    a pip magic that records the line it was given instead of installing; cwd an empty
+    folder. Yields (run(source), the lines %pip got)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
 
+    monkeypatch.chdir(tmp_path)
     ran = []
+    ip = InteractiveShell.instance(config=Config({"HistoryManager": {"enabled": False}}))
+    ip.register_magic_function(ran.append, "line", "pip")
 
-    class Shell:
-        def run_line_magic(self, magic, line, *args):
-            ran.append(f"%{magic} {line}")
+    def run(source):
+        result = ip.run_cell(source, store_history=False)
+        result.raise_error()
+        return ran
 
-    def imports(name, *args, **kwargs):
-        if not importable and name.split(".")[0] in ("grader", "notebook_helpers"):
-            raise ModuleNotFoundError(f"No module named {name!r}")
-        return builtins.__import__(name, *args, **kwargs)
-
-    code = TransformerManager().transform_cell(source)
-    exec(compile(code, "<first cell>", "exec"),
-         {"get_ipython": Shell, "__builtins__": {**vars(builtins), "__import__": imports}})
-    return ran
+    try:
+        yield run
+    finally:
+        InteractiveShell.clear_instance()
 
 
-def test_the_first_cell_installs_the_package_only_where_it_is_missing():
+def test_the_first_cell_installs_the_package_only_where_it_is_missing(shell, monkeypatch, tmp_path):
     source = first_cell.install_cell_source()
-    assert _run_cell(source, importable=True) == []  # the course, the package, a grading kernel (its stub)
-    assert _run_cell(source, importable=False) == ["%pip install --quiet attention-course-student==0.1.0"]
+    assert shell(source) == []  # the course, the package, a grading kernel (its stub)
+    monkeypatch.setitem(sys.modules, "notebook_helpers", None)  # `import notebook_helpers` fails
+    with pytest.raises(FileNotFoundError, match=r"upload its wheel \(attention_course_student-0\.1\.0-py3-none-any"
+                                                r"\.whl\) into this notebook's folder, then run this cell again"):
+        shell(source)  # no wheel, and no name it could be installed by from someone else's upload
     url = "https://example.org/attention_course_student-0.1.0-py3-none-any.whl"
-    assert _run_cell(first_cell.install_cell_source(url), importable=False) == [f"%pip install --quiet {url}"]
-    assert "importlib" not in source
+    assert shell(first_cell.install_cell_source(url)) == [f"install {url}"]  # a course that publishes it
+    monkeypatch.setitem(sys.modules, "grader", None)
+    for name in ("attention_course_student-0.1.0-py3-none-any.whl", "attention_course_student-0.2.0-py3-none-any.whl"):
+        (tmp_path / name).write_bytes(b"")  # uploaded beside the notebook: the newest is taken
+    assert shell(source)[-1] == "install attention_course_student-0.2.0-py3-none-any.whl"
+    assert shell(first_cell.install_cell_source(url))[-1] == "install attention_course_student-0.2.0-py3-none-any.whl"
+    assert "importlib" not in source and "--quiet" not in source  # pip's progress shows
 
 
 def test_the_first_cell_is_put_first_once_and_replaces_an_older_one(tmp_path):
     path = next(iter(notebook_paths("notebooks")))
     nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if not first_cell.is_install_cell(c)]  # a notebook from before the cell
+    without = nbformat.writes(nb)
     cells = len(nb.cells)
     first_cell.with_install_cell(nb)
-    assert first_cell.first_cell_is_install_cell(nb, first_cell.DEFAULT_SOURCE) and len(nb.cells) == cells + 1
+    assert first_cell.first_cell_is_install_cell(nb) and len(nb.cells) == cells + 1
     first_cell.with_install_cell(nb, "https://example.org/x.whl")  # a newer source replaces it
     assert len(nb.cells) == cells + 1 and "example.org/x.whl" in nb.cells[0].source
-    assert not first_cell.first_cell_is_install_cell(nb, first_cell.DEFAULT_SOURCE)
+    assert not first_cell.first_cell_is_install_cell(nb)
+    assert first_cell.first_cell_is_install_cell(nb, "https://example.org/x.whl")
     nbformat.validate(nb)
     copy = tmp_path / path.name
-    nbformat.write(nbformat.read(path, as_version=4), copy)
+    copy.write_text(without)
     assert first_cell.main(["--check", str(copy)]) == 1
     assert first_cell.main([str(copy)]) == 0 and first_cell.main(["--check", str(copy)]) == 0
     once = copy.read_bytes()
     assert first_cell.main([str(copy)]) == 0 and copy.read_bytes() == once  # unchanged the second time
+    executed = nbformat.read(copy, as_version=4)
+    executed.cells[0].execution_count = 1  # as make execute leaves it: kept as it is
+    nbformat.write(executed, copy)
+    once = copy.read_bytes()
+    assert first_cell.main([str(copy)]) == 0 and copy.read_bytes() == once
 
 
-@pytest.mark.skip(reason="enable once the install cell is applied: python -m grader.instructor.first_cell "
-                         "solutions/*/*.ipynb, then make release (see grader/instructor/first_cell.py)")
 def test_every_notebook_starts_with_the_install_cell():
+    """solutions/ and notebooks/ (the student versions, which the package ships): the first
+    cell of each is first_cell's, with its default source."""
     paths = notebook_paths("solutions") + notebook_paths("notebooks")
-    assert len(paths) >= 16
-    missing = [str(p) for p in paths if not first_cell.first_cell_is_install_cell(nbformat.read(p, as_version=4),
-                                                                                 first_cell.DEFAULT_SOURCE)]
+    assert len(paths) >= 18 and len(paths) == 2 * len(notebook_paths("solutions"))
+    missing = [str(p) for p in paths if not first_cell.first_cell_is_install_cell(nbformat.read(p, as_version=4))]
     assert missing == []
