@@ -56,7 +56,9 @@ def test_the_package_holds_what_students_need_and_nothing_of_the_instructors(unp
     assert not (unpacked / "grader" / "answers").exists() and not (unpacked / "grader" / "instructor").exists()
     released = notebooks.notebook_paths("notebooks")
     packaged = sorted((unpacked / "attention_student" / "notebooks").glob("*/*.ipynb"))
-    assert len(packaged) == len(released) == 8
+    assignments = {p.parent.name for p in notebooks.notebook_paths("solutions")}
+    assert len(packaged) == len(released) == len(assignments) >= 9  # every assignment, 09 too
+    assert {p.parent.name for p in packaged} == assignments
     for path in released:  # the student versions, unchanged
         assert (unpacked / "attention_student" / path.relative_to(REPO)).read_bytes() == path.read_bytes()
     assert (unpacked / "notebook_helpers" / "data" / "corpus.txt").read_bytes() == (REPO / "data" / "corpus.txt").read_bytes()
@@ -67,8 +69,10 @@ def test_the_package_holds_what_students_need_and_nothing_of_the_instructors(unp
     metadata = (info / "METADATA").read_text()
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert "torch>=2.3" in requires  # any build: no CUDA build pinned, none named
-    assert not [r for r in requires if re.match(r"(nvidia|triton|pytest|nbgrader|dask)", r)], requires
+    assert not [r for r in requires if re.match(r"(nvidia|triton|pytest|dask)", r)], requires
     assert any(r.startswith("jupyterlab") and 'extra == "lab"' in r for r in requires), requires
+    # nbgrader only with the course server's extra (fetch, submit, the Assignment List)
+    assert [r for r in requires if r.startswith("nbgrader")] == ['nbgrader<0.10,>=0.9.6; extra == "exchange"'], requires
     assert "attention-student = attention_student.launch:main" in (info / "entry_points.txt").read_text()
 
 
@@ -99,6 +103,18 @@ def test_every_make_target_the_bundle_names_exists(built, tmp_path):
     assert "installer.py --venv" in plan.stdout and f'--wheel "{next(built.glob("*.whl")).name}[lab]"' in plan.stdout
     assert f'attention-student "notebooks" --port 8123 -- --no-browser --ServerApp.token=x' in plan.stdout
     assert "-e " not in plan.stdout and "egg-info" not in plan.stdout  # the wheel, never an editable build
+    assert "[lab]" in plan.stdout and "exchange" not in plan.stdout and "server extension" not in plan.stdout
+    # a course server's environment: nbgrader too, with its instructor panels off (Validate and
+    # the Assignment List stay)
+    server = subprocess.run(["make", "-n", "install", f"VENV={venv}", "NVIDIA_DRIVER=", "EXCHANGE=1"], cwd=built,
+                            capture_output=True, text=True)
+    assert server.returncode == 0, server.stderr
+    assert f'--wheel "{next(built.glob("*.whl")).name}[lab,exchange]"' in server.stdout
+    disabled = " ".join(server.stdout.split())
+    assert (f"{venv}/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader "
+            "@jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list") in disabled, disabled
+    assert (f"{venv}/bin/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader "
+            "nbgrader.server_extensions.course_list") in disabled, disabled
 
 
 def test_no_solution_hidden_test_or_reference_code_is_in_the_package_or_the_bundle(built, unpacked):
@@ -166,7 +182,8 @@ def test_the_build_says_what_it_does_step_by_step_with_counts(student_bundle):
     lines, n = student_bundle[3], len(EXERCISES)
     recording = [line for line in lines if line.startswith("recording the visible checks: exercise ")]
     assert [line.split()[5] for line in recording] == [f"{k}/{n}" for k in range(1, n + 1)], lines
-    assert any(re.fullmatch(r"student package: 8 notebooks, \d+ files of the checks, \d+ reference files, "
+    count = len(notebooks.notebook_paths("notebooks"))
+    assert any(re.fullmatch(rf"student package: {count} notebooks, \d+ files of the checks, \d+ reference files, "
                             r"\d+ stored outputs, \d+ helper modules", line) for line in lines), lines
     assert re.fullmatch(r"student package: .*\.whl \([\d.]+ MiB\)", lines[-1]), lines
 

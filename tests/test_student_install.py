@@ -3,13 +3,16 @@ whose pip reaches only PyPI, no `make` on the PATH, the README's commands (torch
 from PyTorch's CPU index, here a local stand-in; then the wheel, a local file, with its
 dependencies at the versions of requirements.lock); then the console command, which copies
 the notebooks and serves JupyterLab, and a notebook run from the folder it made, whose
-visible checks pass a correct answer and name a catalogued mistake.
+visible checks pass a correct answer and name a catalogued mistake; and the hosted-notebook
+route, a Python without the package where the notebook's first cell installs the wheel
+uploaded beside it.
 
 One environment for the whole module (installing it is the slow part). The installs pass
 --no-compile, which only leaves byte-compiling to the first import (the README's plain
 `pip install` compiles every file of the environment: a minute of CPU here)."""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.instructor import first_cell
 from support import synthetic
 from support.torch_index import CUDA, ROOT, locked, name, pypi_only_env, serve, torch_wheel, write_index
 
@@ -115,7 +119,8 @@ def test_the_command_copies_the_notebooks_and_serves_jupyterlab(student):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
-    assert out.startswith(f"{folder}: copied 8 notebook(s)\n"), out[:2000]
+    count = len(list((ROOT / "notebooks").glob("*/*.ipynb")))
+    assert out.startswith(f"{folder}: copied {count} notebook(s)\n"), out[:2000]
     assert f"opening JupyterLab in {folder}" in out
     # again, with one notebook changed and one deleted: the change stays, the deleted one comes back
     mine = folder / NOTEBOOK / f"{NOTEBOOK}.ipynb"
@@ -125,19 +130,14 @@ def test_the_command_copies_the_notebooks_and_serves_jupyterlab(student):
     again = subprocess.run([python, "-m", "attention_student", str(folder), "--copy-only"], env=env,
                            capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines()[:2] == [f"{folder}: copied 1 notebook(s); 7 already there, left as they are",
+    assert again.stdout.splitlines()[:2] == [f"{folder}: copied 1 notebook(s); {count - 1} already there, left as they are",
                                              "  02_tril_matmul/02_tril_matmul.ipynb"]
     assert mine.read_bytes() == edited
 
 
-def test_a_notebook_from_the_folder_passes_an_answer_and_names_a_mistake(student):
-    """Notebook 01 with the answer filled in, and a cell after it checking a catalogued mistake
-    (a running sum instead of a running mean): run in the student's environment by nbclient."""
-    python, env, tmp = student
-    folder = tmp / "run"
-    subprocess.run([python, "-m", "attention_student", str(folder), "--copy-only"], env=env, check=True,
-                   capture_output=True)
-    path = folder / NOTEBOOK / f"{NOTEBOOK}.ipynb"
+def _answered(path):
+    """Notebook 01 at path with its answer filled in, and a cell after it checking a catalogued
+    mistake (a running sum instead of a running mean); returns the notebook."""
     nb = nbformat.read(path, as_version=4)
     answers = synthetic._solution_code(ROOT, NOTEBOOK, NOTEBOOK)
     assert list(answers) == ["bag_of_words_loop"] and ".mean(0)" in answers["bag_of_words_loop"]
@@ -148,6 +148,12 @@ def test_a_notebook_from_the_folder_passes_an_answer_and_names_a_mistake(student
     nb.cells.append(nbformat.v4.new_code_cell(
         summed + "\n\ntry:\n    check_bag_of_words_loop(summed, 'values')\nexcept Exception as err:\n    print(err)"))
     nbformat.write(nb, path)
+    return nb
+
+
+def _run_and_check(python, env, path, nb):
+    """Run the notebook at path with nbclient in the student's environment: its visible checks
+    pass the answer and the last cell names the mistake. Returns what each cell showed."""
     proc = subprocess.run([python, "-c", RUNNER, str(path), str(path.parent)], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -157,3 +163,43 @@ def test_a_notebook_from_the_folder_passes_an_answer_and_names_a_mistake(student
     passed = [line for line in text.splitlines() if line.startswith("\u2713 bag_of_words_loop")]
     assert len(passed) >= len(graded) and "Error" not in "\n".join("\n".join(c) for c in shown[:-1]), text[-3000:]
     assert "Likely mistake: running sum instead of running mean" in shown[-1][-1], shown[-1]
+    return shown
+
+
+def test_a_notebook_from_the_folder_passes_an_answer_and_names_a_mistake(student):
+    """Notebook 01 from the folder the command made, run in the student's environment by
+    nbclient; its first cell (the install cell) does nothing there."""
+    python, env, tmp = student
+    folder = tmp / "run"
+    subprocess.run([python, "-m", "attention_student", str(folder), "--copy-only"], env=env, check=True,
+                   capture_output=True)
+    path = folder / NOTEBOOK / f"{NOTEBOOK}.ipynb"
+    nb = _answered(path)
+    assert first_cell.first_cell_is_install_cell(nb)
+    shown = _run_and_check(python, env, path, nb)
+    assert shown[0] == []  # the package is installed: nothing to do, nothing shown
+
+
+def test_a_python_without_the_package_gets_it_from_the_first_cell(student, student_bundle):
+    """The hosted-notebook route: a Python with torch and Jupyter but not the course (the
+    student's environment with the package uninstalled), notebook 01 and the wheel uploaded
+    side by side. The first cell installs the wheel with pip (its dependencies are there
+    already, so nothing is downloaded), showing pip's progress, and the notebook's checks then
+    run in the same kernel."""
+    python, env, tmp = student
+    wheel = student_bundle[1]
+    folder = tmp / "hosted"
+    folder.mkdir()
+    path = folder / f"{NOTEBOOK}.ipynb"
+    shutil.copy2(ROOT / "notebooks" / NOTEBOOK / path.name, path)
+    shutil.copy2(wheel, folder / wheel.name)
+    pip = [python, "-m", "pip"]
+    subprocess.run(pip + ["uninstall", "--yes", "attention-course-student"], env=env, check=True, capture_output=True)
+    try:
+        nb = _answered(path)
+        shown = _run_and_check(python, env, path, nb)
+        said = "".join(shown[0])
+        assert f"Processing ./{wheel.name}" in said and "Successfully installed attention-course-student-" in said, said
+    finally:  # the module's environment as it was, whatever happened above
+        subprocess.run(pip + ["install", "--no-deps", "--no-compile", str(wheel)], env=env, check=True,
+                       capture_output=True)

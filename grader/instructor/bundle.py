@@ -46,6 +46,14 @@ DEST = DIST / "self-attention-student"
 STUDENT_FOLDER = "checks"  # copied as it is, with the package's top-level modules
 KERNEL_PACKAGES = ("numpy", "matplotlib", "ipywidgets")  # with torch: what the notebooks import
 LAB_PACKAGES = ("jupyterlab",)  # the [lab] extra: what the attention-student command opens
+# the [exchange] extra: nbgrader's fetch, submit and Assignment List, for a course server's
+# students (the bundle's `make install EXCHANGE=1` also switches off its instructor panels)
+EXCHANGE_PACKAGES = ("nbgrader",)
+# nbgrader's panels that are the instructor's: off in a student's environment (nbgrader's own
+# advice for students' installs), leaving Validate and the Assignment List
+INSTRUCTOR_LAB_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                          "@jupyter/nbgrader:course-list")
+INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 
 
 class BundleError(RuntimeError):
@@ -159,13 +167,14 @@ def _requirement(name):
 
 
 def dependencies():
-    """(what the notebooks' kernel needs, what the lab adds): the ranges of
+    """(what the notebooks' kernel needs, what the lab adds, what the exchange adds): the ranges of
     requirements.txt, except torch, which is any build of a version the checks work with
     (pyproject.toml's minimum): a CPU build, a CUDA build, or the one a hosted notebook
     service already has."""
     course = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     torch = next(d for d in course if re.match(r"torch\b", d))
-    return [torch] + [_requirement(n) for n in KERNEL_PACKAGES], [_requirement(n) for n in LAB_PACKAGES]
+    return ([torch] + [_requirement(n) for n in KERNEL_PACKAGES], [_requirement(n) for n in LAB_PACKAGES],
+            [_requirement(n) for n in EXCHANGE_PACKAGES])
 
 
 def packages():
@@ -177,7 +186,7 @@ def packages():
 
 
 def pyproject(assignments):
-    kernel, lab = dependencies()
+    kernel, lab, exchange = dependencies()
     quoted = lambda items: ", ".join(f'"{i}"' for i in items)  # noqa: E731
     return f"""\
 [build-system]
@@ -196,6 +205,8 @@ dependencies = [{quoted(kernel)}]
 [project.optional-dependencies]
 # `pip install "{first_cell.DISTRIBUTION}[lab]"`: with JupyterLab, for the attention-student command
 lab = [{quoted(lab)}]
+# `pip install "{first_cell.DISTRIBUTION}[lab,exchange]"`: with nbgrader, on a course server
+exchange = [{quoted(exchange)}]
 
 [project.scripts]
 attention-student = "attention_student.launch:main"
@@ -224,7 +235,8 @@ copies the notebooks into `my-course/` (a notebook already there is never overwr
 and opens JupyterLab there. `--no-browser` prints the address instead of opening a
 browser; `--port N` picks the port; `attention-student --help` says the rest.
 
-Install it with JupyterLab (`pip install "attention_course_student-...whl[lab]"`). On
+Install it with JupyterLab (`pip install "attention_course_student-...whl[lab]"`; `[lab,exchange]`
+adds nbgrader, for a course server). On
 Linux without an NVIDIA GPU, install PyTorch's CPU build first, which is much smaller
 than PyPI's default (CUDA) build:
 
@@ -331,11 +343,18 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := lab
 INSTALLER_PY := installer.py
 include install.mk
-STAMP := $(VENV)/.installed
+INSTRUCTOR_PLUGINS := {plugins}
+INSTRUCTOR_EXTENSIONS := {extensions}
 WHEEL := $(firstword $(wildcard attention_course_student-*.whl))
 PORT ?= 8888
 LAB_OPTS ?=
 FOLDER ?= notebooks
+# EXCHANGE=1: the environment of a course server's students (see the README): nbgrader too,
+# with its instructor panels switched off
+EXCHANGE ?=
+comma := ,
+EXTRAS := lab$(if $(EXCHANGE),$(comma)exchange)
+STAMP := $(VENV)/.installed$(if $(EXCHANGE),-exchange)
 
 .PHONY: lab install clean help
 
@@ -343,12 +362,17 @@ FOLDER ?= notebooks
 lab: $(STAMP)
 \t$(VENV)/bin/attention-student "$(FOLDER)" --port $(PORT) -- $(LAB_OPTS)
 
-## Install everything into .venv (make lab does it when needed).
+## Install everything into .venv (make lab does it when needed); EXCHANGE=1 with nbgrader, for a course server.
 install: $(STAMP)
 
 $(STAMP): $(VENV)/.torch $(WHEEL) $(LOCK) $(INSTALLER_PY)
-\t@$(SETUP) packages --wheel "$(WHEEL)[lab]" --remove $(UNUSED) --compile
+\t@$(SETUP) packages --wheel "$(WHEEL)[$(EXTRAS)]" --remove $(UNUSED) --compile
 \t@$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
+\t@if [ -n "$(EXCHANGE)" ]; then \\
+\t  echo "==> nbgrader's instructor panels off (Formgrader, Create Assignment, Courses)"; \\
+\t  $(VENV)/bin/jupyter labextension disable --level=sys_prefix $(INSTRUCTOR_PLUGINS) && \\
+\t  $(VENV)/bin/jupyter server extension disable --sys-prefix $(INSTRUCTOR_EXTENSIONS); \\
+\tfi
 \t@touch $@
 
 ## Remove .venv (to install again from scratch); your notebooks in notebooks/ stay.
@@ -364,8 +388,9 @@ help:
 BUNDLE_README = """\
 # Self-attention, one idea at a time (student edition)
 
-Notebooks 01 to 08 build self-attention up from a for-loop average to a small GPT and
-attention that fits in memory. Each exercise has checks you run in the notebook: they call
+The course's notebooks build self-attention up from a for-loop average to a small GPT,
+attention that fits in memory and attention as today's models use it; this edition holds
+{notebooks}. Each exercise has checks you run in the notebook: they call
 your function on fixed inputs, compare with the expected outputs and, when something is
 off, name the likely mistake. The answers are not here.
 
@@ -403,8 +428,19 @@ clean` removes `.venv` to install again (your notebooks stay); `make help` lists
 
 ## On a hosted notebook service (Colab, Kaggle, ...)
 
-Upload a notebook and run it from the top: its first cell installs this package where it
-is missing (`%pip install ...`).
+Upload a notebook and `{wheel}` into the same folder (on Colab: the notebook with File >
+Upload notebook, the wheel into the Files panel on the left) and run the notebook from the
+top: its first cell installs the package from the wheel where it is missing (`%pip
+install`, with pip's progress), and does nothing anywhere else. The service's own torch is
+used.
+
+## On a course server (for instructors)
+
+The environment a course server's students share, with nbgrader's fetch, submit and
+Assignment List (its Formgrader, Create Assignment and Courses panels switched off): in a
+copy of this folder readable by the students (such as `/opt/self-attention`), `make install
+EXCHANGE=1`. Students then activate `.venv` and use `nbgrader fetch_assignment`, `jupyter
+lab` and `nbgrader submit` as the course's README says.
 
 When your course grades your work, further checks with fresh sizes and seeds run as well;
 they are not part of this package (calling a check with `hidden=True` says so).
@@ -420,8 +456,11 @@ def build(dest=DEST, assignments=None, progress=print):
     shutil.rmtree(tmp, ignore_errors=True)
     built = wheel(tmp, assignments, progress)
     torch_version = _locked_torch()
-    (tmp / "README.md").write_text(BUNDLE_README.format(wheel=built.name, torch=torch_version))
-    (tmp / "Makefile").write_text(BUNDLE_MAKEFILE)
+    names = sorted({p.parent.name for p in released_notebooks(assignments)})
+    notebooks = f"notebook {names[0]}" if len(names) == 1 else f"{len(names)} notebooks, {names[0]} to {names[-1]}"
+    (tmp / "README.md").write_text(BUNDLE_README.format(wheel=built.name, torch=torch_version, notebooks=notebooks))
+    (tmp / "Makefile").write_text(BUNDLE_MAKEFILE.replace("{plugins}", " ".join(INSTRUCTOR_LAB_PLUGINS))
+                                  .replace("{extensions}", " ".join(INSTRUCTOR_SERVER_EXTENSIONS)))
     shutil.copy2(ROOT / "install.mk", tmp / "install.mk")
     shutil.copy2(ROOT / "requirements.lock", tmp / "requirements.lock")
     shutil.copy2(ROOT / "student" / "attention_student" / "installer.py", tmp / "installer.py")
