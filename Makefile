@@ -13,6 +13,15 @@ IP ?= 127.0.0.1
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 LAB_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/$(WORK) \
             --ip=$(IP) --port=$(PORT) $(ROOT_FLAG)
+# The self-study lab is the student's: config/student-lab/ leaves out the instructor's panels
+# (Formgrader, Create Assignment) and the exchange's (Assignment List, Courses: this route has
+# no course exchange), and offers only the Python 3 kernel (the grading sandbox's is for
+# grading); COURSE_SELF_STUDY=1 keeps nbgrader_config.py from creating exchange/. Validate stays.
+STUDENT_LAB_ENV := JUPYTER_CONFIG_PATH=$(CURDIR)/config/student-lab$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) \
+                   COURSE_SELF_STUDY=1
+# The instructor's lab (make formgrader): every nbgrader panel and kernel, opened at the formgrader.
+FORMGRADER_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/formgrader \
+                   --ip=$(IP) --port=$(PORT) $(ROOT_FLAG)
 PYTEST_ARGS ?=
 # Test processes: one more than the cores, since many tests wait (on kernels, clusters, pip, the
 # browser) and another keeps the cores busy meanwhile; at most 8.
@@ -35,20 +44,17 @@ OWNER ?=
 
 .PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
         feedback export bench bench-class notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
-        student-bundle extensions help work lock
+        student-bundle wheel extensions help work lock formgrader formgrader-command
 
 ## Install everything into .venv (make lab and make test do it when needed).
 install: $(STAMP)
 
-$(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml
-	$(PIP_INSTALL) -r requirements.txt
-	$(PIP) --no-deps -r $(LOCK)  # an environment installed before: brought to the locked versions
-	$(PIP) --no-deps -e .
-	$(REMOVE_UNUSED)
-	$(COMPILE)
-	$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
-	$(PY) -m grader.isolation install
-	$(PY) -m grader.instructor.formgrader enable
+$(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml $(INSTALLER_PY)
+	@$(SETUP) packages -r requirements.txt --editable . --remove $(UNUSED) --compile
+	@echo "==> JupyterLab's news pop-up off; the grading kernel spec"
+	@$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
+	@$(PY) -m grader.isolation install
+	@$(PY) -m grader.instructor.formgrader enable
 	@touch $@
 
 ## List the commands (this list; `make` alone prints it too).
@@ -59,17 +65,21 @@ help:
 
 ## Rewrite requirements.lock: install requirements.txt (after a change) into .venv, then record it.
 lock: $(VENV)/.torch
-	$(PIP) -r requirements.txt
-	$(REMOVE_UNUSED)
+	@$(SETUP) packages --unlocked -r requirements.txt --remove $(UNUSED)
 	@{ echo "# Every package the course installs, at its exact version: written by make lock from"; \
 	   echo "# .venv. make install and the student bundle install with it as pip constraints."; \
 	   $(PY) -m pip freeze --all --exclude pip --exclude-editable | sed 's/^torch==\([^+]*\)+.*/torch==\1/'; } > $(LOCK).new
 	@mv $(LOCK).new $(LOCK) && echo "$(LOCK): $$(grep -vc '^#' $(LOCK)) packages"
 
-## Open the course in JupyterLab at work/ (nbgrader and widgets extensions enabled).
+## Open the course in JupyterLab at work/, as a student sees it (widgets, nbgrader's Validate).
 ## More jupyter lab options: `make lab LAB_OPTS="--no-browser ..."`.
 lab: $(STAMP) work
-	$(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
+	$(STUDENT_LAB_ENV) $(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
+
+## Instructors: JupyterLab at the formgrader, with every nbgrader panel and the grading kernel.
+## PORT and LAB_OPTS as for make lab.
+formgrader: $(STAMP)
+	$(VENV)/bin/jupyter lab $(FORMGRADER_ARGS) $(LAB_OPTS)
 
 ## Copy the notebooks a student does not have yet from notebooks/ to work/ (never overwrites).
 work:
@@ -80,7 +90,11 @@ work:
 
 ## Print the command make lab runs.
 lab-command:
-	@echo $(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
+	@echo $(STUDENT_LAB_ENV) $(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_OPTS)
+
+## Print the command make formgrader runs.
+formgrader-command:
+	@echo $(VENV)/bin/jupyter lab $(FORMGRADER_ARGS) $(LAB_OPTS)
 
 ## Run every test: grader, notebooks (nbval, nbgrader validation), release, pipeline.
 test: $(STAMP)
@@ -150,10 +164,15 @@ bench: $(STAMP)
 bench-class: $(STAMP)
 	$(PY) scripts/bench_class.py $(BENCH_ARGS)
 
-## What students get, without answers, in dist/self-attention-student (`make lab` there opens it);
+## What students get, without answers: the student package, a README, `make lab` (dist/self-attention-student).
 ## ASSIGNMENTS="01_bag_of_words 02_tril_matmul" for only the notebooks released so far.
 student-bundle: $(STAMP)
-	$(PY) -m grader.instructor.bundle $(if $(ASSIGNMENTS),--assignments $(ASSIGNMENTS))
+	@$(PY) -m grader.instructor.bundle $(if $(ASSIGNMENTS),--assignments $(ASSIGNMENTS))
+
+## The student package alone, one pip install on any system: dist/attention_course_student-*.whl.
+## ASSIGNMENTS as for student-bundle.
+wheel: $(STAMP)
+	@$(PY) -m grader.instructor.bundle --wheel $(if $(ASSIGNMENTS),--assignments $(ASSIGNMENTS))
 
 ## CPU and wall time of each notebook, kernel start excluded.
 notebook-times: $(STAMP)

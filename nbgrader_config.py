@@ -35,8 +35,9 @@ c.ExchangeFactory.collect = "grader.instructor.exchange.OwnedCollect"
 c.ExchangeFactory.release_assignment = "grader.instructor.exchange.KeptRelease"
 # The local exchange is created on first use (nbgrader itself only creates it on the first
 # release): while it is missing the formgrader hides Release/Collect and the Assignment
-# List cannot list courses.
-if not SERVER_EXCHANGE and not os.path.isdir(c.Exchange.root):
+# List cannot list courses. Not on the self-study route (`make lab` sets COURSE_SELF_STUDY),
+# which has no exchange.
+if not SERVER_EXCHANGE and not os.path.isdir(c.Exchange.root) and not os.environ.get("COURSE_SELF_STUDY"):
     try:
         os.makedirs(c.Exchange.root, mode=0o700, exist_ok=True)
         os.chmod(c.Exchange.root, 0o700)

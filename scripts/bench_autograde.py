@@ -65,11 +65,25 @@ def build_class(root, students, assignments, seed=0):
             synthetic.make_submission(root, f"student{i:03d}", assignment, rng.choice(MIX))
 
 
-def timed(cmd, cwd):
+def timed(cmd, cwd, echo=False):
+    """Seconds cmd takes; echo: its output lines are shown as they come (autograde's own
+    progress), indented, instead of kept for an error message only."""
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if not echo:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        out, err = proc.stdout, proc.stderr
+    else:
+        with tempfile.TemporaryFile("w+") as errors:
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=errors, text=True)
+            lines = []
+            for line in proc.stdout:
+                lines.append(line)
+                print(f"    {line.rstrip()}", flush=True)
+            proc.wait()
+            errors.seek(0)
+            out, err = "".join(lines), errors.read()
     if proc.returncode:
-        raise SystemExit(f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(map(str, cmd))} failed:\n{out[-2000:]}\n{err[-3000:]}")
     return time.perf_counter() - start
 
 
@@ -188,6 +202,7 @@ def main(argv=None):
     wall, roots = {}, {}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         template = synthetic.make_course(Path(tmp) / "template")
+        print(f"building the class: {n} submissions, then {len(runs)} runs: {', '.join(runs)}", flush=True)
         build_class(template, args.students, assignments)
         layout.ensure_gradebook(template, layout.load_config(template))  # not timed
         for run in runs:
@@ -196,27 +211,35 @@ def main(argv=None):
             for hog in synthetic.RESOURCE_HOGS:
                 synthetic.make_hog(roots["hostile2"], f"hostile_{hog}", hog)
 
-        for run in runs:
+        def sequential(nbgrader, root, run):
+            total = 0.0
+            for k, a in enumerate(assignments, 1):
+                print(f"    nbgrader autograde {a} ({k}/{len(assignments)}, {args.students} submissions)", flush=True)
+                total += timed(nbgrader + [a], root)
+            return total
+
+        for number, run in enumerate(runs, 1):
             root = roots[run]
+            print(f"[{number}/{len(runs)}] {run}: grading {n} notebooks ...", flush=True)
             if run == "stock":
                 (root / "nbgrader_config.py").write_text(STOCK_CONFIG.format(root=str(root)))
                 nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "--force"]
-                wall[run] = sum(timed(nbgrader + [a], root) for a in assignments)
+                wall[run] = sequential(nbgrader, root, run)
                 label = "stock nbgrader (its Execute, python3 kernel), sequential"
             elif run == "plain":
                 nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "--force"]
-                wall[run] = sum(timed(nbgrader + [a], root) for a in assignments)
+                wall[run] = sequential(nbgrader, root, run)
                 label = "plain nbgrader autograde, sequential"
             elif run.startswith("local") or run == "hostile2":
                 jobs = int(run[-1])
-                wall[run] = timed(autograde + ["--root", root, "--jobs", str(jobs)], root)
+                wall[run] = timed(autograde + ["--root", root, "--jobs", str(jobs)], root, echo=True)
                 label = f"embedded LocalCluster, {jobs} worker(s)" + (
                     f", {len(synthetic.RESOURCE_HOGS)} hostile classmates added" if run == "hostile2" else "")
             else:
                 start = time.perf_counter()
                 with ProcessCluster(Path(tmp) / "cluster", workers=2, memory=WORKER_MEMORY) as cluster:
                     started = time.perf_counter() - start
-                    wall[run] = timed(autograde + ["--root", root, "--scheduler", cluster.address], root)
+                    wall[run] = timed(autograde + ["--root", root, "--scheduler", cluster.address], root, echo=True)
                 label = f"external scheduler, 2 workers (their start: {started:.1f} s, not counted)"
             print(f"{run:10s} {label:62s} {wall[run]:8.1f} s  {wall[run] / n:6.2f} s/notebook",
                   flush=True)

@@ -1,3 +1,4 @@
+import gc
 import os
 import sys
 
@@ -62,6 +63,25 @@ def graded_class(tmp_path_factory):
     instructor.feedback(root)
     return root, summary
 
+@pytest.fixture(scope="session")
+def student_bundle(tmp_path_factory):
+    """The student bundle (make student-bundle), built once (about 10 s of CPU) for
+    tests/test_bundle.py and tests/test_student_install.py, which share its xdist_group
+    ("bundle"): (the bundle's folder, the student package's wheel in it, the wheel unpacked,
+    the progress lines the build printed)."""
+    import zipfile
+
+    from grader.instructor import bundle
+
+    lines = []
+    built = bundle.build(tmp_path_factory.mktemp("dist") / "self-attention-student", progress=lines.append)
+    wheel = next(built.glob("*.whl"))
+    unpacked = tmp_path_factory.mktemp("wheel")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(unpacked)
+    return built, wheel, unpacked, lines
+
+
 # Files whose tests grade whole notebooks, run notebooks, start clusters, sandboxes, a lab
 # server or the browser, or install into a fresh environment: marked `grading`, and left
 # out by `make test-fast`.
@@ -70,7 +90,7 @@ FULL_GRADING = {"test_pipeline.py", "test_pipeline_resume.py", "test_trust.py", 
                 "test_budgets.py", "test_cgroups.py",
                 "test_warm_kernels.py", "test_lms_term.py", "test_make.py", "test_install.py",
                 "test_feedback_channel.py", "test_grading_07_08.py", "test_isolation.py",
-                "test_browser.py", "test_notebooks.py", "test_bundle.py", "test_lab.py", "test_cache_demo.py",
+                "test_browser.py", "test_notebooks.py", "test_bundle.py", "test_student_install.py", "test_lab.py", "test_cache_demo.py",
                 "test_grading_no_attention.py"}
 
 
@@ -106,3 +126,18 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"browser tests: {_BROWSER['tests']} run, {_BROWSER['skipped']} skipped, "
             f"{_BROWSER['seconds']:.0f} s in all (lab server and Chromium included)")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """An xdist worker collects its garbage before it reports that it has finished, then
+    freezes what is left. pytest ends each process with two full gc.collect() calls
+    (_pytest/unraisableexception.py) over some 600,000 objects (torch, nbgrader, the checks):
+    a second of CPU, so several seconds on a loaded machine; but once every worker has
+    reported, the controller ends them, and execnet sends a worker still busy 5 s later a
+    SIGINT, which printed a KeyboardInterrupt traceback after [100%]. Collected here (pytest's
+    hook for unraisable exceptions still installed, so any is reported as before) while the
+    controller waits for the report, those two calls find nothing left to traverse."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        gc.collect()
+        gc.freeze()

@@ -112,11 +112,12 @@ class Lab:
 
 
 @pytest.fixture(scope="session")
-def lab(browser, tmp_path_factory):
+def course(tmp_path_factory):
+    """A temporary copy of the course, with the user settings of a fresh user."""
     tmp = tmp_path_factory.mktemp("browser")
     course = tmp / "course"
     course.mkdir()
-    for name in ("notebooks", "solutions"):
+    for name in ("notebooks", "solutions", "config"):
         shutil.copytree(ROOT / name, course / name)
     for name in ("Makefile", "install.mk", "nbgrader_config.py", "requirements.txt", "requirements.lock",
                  "pyproject.toml"):
@@ -127,12 +128,18 @@ def lab(browser, tmp_path_factory):
         path = tmp / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
+    return course
 
-    port, log = _free_port(), tmp / "lab.log"
+
+@contextlib.contextmanager
+def _serving(course, target):
+    """`make <target>` (lab: the student's; formgrader: the instructor's) serving the course."""
+    tmp = course.parent
+    port, log = _free_port(), tmp / f"{target}.log"
     options = (f"--no-browser --IdentityProvider.token={TOKEN} "
                f"--LabApp.user_settings_dir={tmp / 'settings'} --LabApp.workspaces_dir={tmp / 'workspaces'}")
-    # `make lab` itself, as a student runs it; -o: never reinstall from inside a test.
-    cmd = ["make", "-s", "-o", ".venv/.installed", "lab", f"PORT={port}", f"LAB_OPTS={options}"]
+    # make itself, as a student or an instructor runs it; -o: never reinstall from inside a test.
+    cmd = ["make", "-s", "-o", ".venv/.installed", target, f"PORT={port}", f"LAB_OPTS={options}"]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=course, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -146,10 +153,10 @@ def lab(browser, tmp_path_factory):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"`make lab` did not start in {course}:\n{log.read_text()[-3000:]}")
+                    pytest.fail(f"`make {target}` did not start in {course}:\n{log.read_text()[-3000:]}")
                 time.sleep(0.3)
         with open(ARTIFACTS / "steps.tsv", "a") as out:
-            out.write(f"setup\tmake lab answers\t{time.monotonic() - started:.2f}\n")
+            out.write(f"setup\tmake {target} answers\t{time.monotonic() - started:.2f}\n")
         yield server
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # make and the jupyter server it started
@@ -157,6 +164,20 @@ def lab(browser, tmp_path_factory):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def lab(browser, course):
+    """`make lab`: the student's lab."""
+    with _serving(course, "lab") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def instructor_lab(browser, course):
+    """`make formgrader`: the instructor's lab, on the same course."""
+    with _serving(course, "formgrader") as server:
+        yield server
 
 
 class UI:
@@ -312,7 +333,7 @@ def notebook_03(student, lab):
 
 # --- what a student sees ---------------------------------------------------------------
 
-def test_landing_page_lists_the_notebooks_with_nbgrader_and_widgets(ui):
+def test_landing_page_lists_the_notebooks_and_no_instructor_panel(ui):
     with ui.step("landing page"):  # loaded by the `student` fixture at make lab's default_url
         listing = ui.page.locator(".jp-DirListing-content")
         for name in ASSIGNMENTS:
@@ -322,13 +343,17 @@ def test_landing_page_lists_the_notebooks_with_nbgrader_and_widgets(ui):
         extensions = {e["name"] for e in config["federated_extensions"]}
         assert {"@jupyter/nbgrader", "@jupyter-widgets/jupyterlab-manager"} <= extensions, extensions
         assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
-    with ui.step("nbgrader menu"):
-        ui.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Nbgrader$")).click()
-        items = ui.page.locator(".lm-Menu-itemLabel:visible").all_inner_texts()
-        assert {"Assignment List", "Formgrader"} <= set(items), items
-        assert [item for item in items if "formgrader" in item.lower()] == ["Formgrader"], items
-    with ui.step("no news pop-up"):  # the screenshot before shows the menu as it is seen
-        ui.page.keyboard.press("Escape")
+    with ui.step("no nbgrader menu, no Create Assignment panel"):  # the instructor's, and the exchange's
+        menus = ui.page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+        assert "File" in menus and "Nbgrader" not in menus, menus
+        assert ui.page.locator("[data-id='nbgrader-create_assignemnt']").count() == 0  # nbgrader's own id
+    with ui.step("the launcher offers one Python kernel"):
+        ui.menu("File", "New Launcher")  # the launcher in view: JupyterLab may have opened one already
+        cards = ui.page.locator(".jp-LauncherCard[data-category='Notebook']:visible")
+        cards.first.wait_for()
+        titles = [cards.nth(i).get_attribute("title") for i in range(cards.count())]
+        assert titles == ["Python 3 (ipykernel)"], titles  # not "Python 3 (grading sandbox)"
+    with ui.step("no news pop-up"):
         assert not ui.page.get_by_text("Jupyter news").count()
 
 
@@ -488,6 +513,7 @@ def test_right_answers_pass_their_checks_and_validate(ui, lab, notebook_03):
         assert "validation-success" in result.get_attribute("class")
     with ui.step("close the dialog"):
         ui.page.locator(".jp-Dialog-button.jp-mod-accept").click()
+    assert not (lab.course / "exchange").exists()  # Validate reads nbgrader_config.py; no exchange on this route
     saved = nbformat.read(lab.course / notebook_03, as_version=4)  # Validate saved it first
     assert answers["masked_softmax"].strip() in [c.source.strip() for c in saved.cells]
 
@@ -572,10 +598,13 @@ def _text(widget):
 
 # --- what an instructor sees -----------------------------------------------------------
 
-def test_formgrader_releases_and_the_assignment_list_shows_the_course(ui, lab):
-    instructor = ui.page.context.new_page()
+def test_formgrader_releases_and_the_assignment_list_shows_the_course(ui, instructor_lab):
+    lab = instructor_lab  # `make formgrader`: every nbgrader panel, on the same course
+    teacher = UI(ui.page.context.new_page(), lab)
+    teacher.name, teacher.steps = ui.name + "-instructor", 0
+    instructor = teacher.page
     try:
-        with ui.step("formgrader", page=instructor):
+        with teacher.step("formgrader"):
             instructor.goto(lab.url("/formgrader"))
             rows = instructor.locator("#main-table tr")
             for name in ASSIGNMENTS:
@@ -584,26 +613,32 @@ def test_formgrader_releases_and_the_assignment_list_shows_the_course(ui, lab):
             for name in ASSIGNMENTS:
                 release = rows.filter(has_text=name).locator("td.release a")
                 assert release.count() == 1, f"no Release button for {name}"
-        assert (lab.course / "exchange").is_dir(), "the exchange should exist once nbgrader ran"
+        assert (lab.course / "exchange").is_dir(), "the exchange should exist once the formgrader ran"
         first = ASSIGNMENTS[0]
-        with ui.step(f"release {first}", page=instructor):
+        with teacher.step(f"release {first}"):
             rows.filter(has_text=first).locator("td.release a").click()
             modal = instructor.locator(".modal-dialog", has_text="Successfully released")
             modal.wait_for()
             assert first in modal.inner_text()
             modal.locator("button", has_text="OK").click()
+        with teacher.step("nbgrader menu"):
+            teacher.load("")
+            teacher.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Nbgrader$")).click()
+            items = teacher.page.locator(".lm-Menu-itemLabel:visible").all_inner_texts()
+            assert {"Assignment List", "Formgrader"} <= set(items), items
+            teacher.page.keyboard.press("Escape")
+        with teacher.step("assignment list"):
+            teacher.menu("Nbgrader", "Assignment List")
+            released = teacher.page.locator("#released_assignments_list > .list_item", has_text=first)
+            released.wait_for()
+            assert teacher.page.locator("#course_list_default").inner_text().strip() == "self-attention"
+            assert "self-attention" in released.inner_text()
+        with teacher.step(f"fetch {first}"):
+            released.locator("button", has_text="Fetch").click()
+            teacher.page.locator("#fetched_assignments_list > .list_item", has_text=first).wait_for()
     finally:
         instructor.close()
-    with ui.step("assignment list"):
-        ui.menu("Nbgrader", "Assignment List")
-        released = ui.page.locator("#released_assignments_list > .list_item", has_text=first)
-        released.wait_for()
-        assert ui.page.locator("#course_list_default").inner_text().strip() == "self-attention"
-        assert "self-attention" in released.inner_text()
-    with ui.step(f"fetch {first}"):
-        released.locator("button", has_text="Fetch").click()
-        ui.page.locator("#fetched_assignments_list > .list_item", has_text=first).wait_for()
-    assert any((lab.course / first).glob("*.ipynb")), "fetching should put the notebook in the student's folder"
+    assert any((lab.course / first).glob("*.ipynb")), "fetching should put the notebook in the course folder"
 
 
 # --- nothing a student hands in runs in a reader's browser -------------------------------
@@ -680,7 +715,8 @@ def _api(lab, path):
     return json.loads(urllib.request.urlopen(lab.url(path), timeout=30).read())
 
 
-def test_nothing_a_student_hands_in_runs_in_the_formgrader_or_feedback(ui, lab):
+def test_nothing_a_student_hands_in_runs_in_the_formgrader_or_feedback(ui, instructor_lab):
+    lab = instructor_lab
     from nbgrader.api import Gradebook
 
     students = _hostile_class(lab.course)

@@ -54,11 +54,13 @@ def test_torch_is_pinned_and_makefile_never_pulls_cuda_on_a_cpu_machine():
     makefile, install_mk = (ROOT / "Makefile").read_text(), (ROOT / "install.mk").read_text()
     assert re.search(r"^include .*install\.mk$", makefile, re.M)
     assert re.search(r"NVIDIA_DRIVER \?= .*nvidia-smi", install_mk)
-    assert 'elif $(PIP_INSTALL) --no-deps "torch==$(TORCH_VERSION)+cpu"' in install_mk
+    assert '--nvidia-driver "$(NVIDIA_DRIVER)"' in install_mk  # the installer decides with it
     # torch is installed before the requirements, so they find it already satisfied
     assert re.search(r"\$\(STAMP\): \$\(VENV\)/\.torch ", makefile)
-    assert "PIP_INSTALL := $(PIP) --constraint $(LOCK)" in install_mk
-    assert "\t$(PIP_INSTALL) -r requirements.txt" in makefile
+    assert "\t@$(SETUP) packages -r requirements.txt --editable ." in makefile
+    # with the lock as constraints (tests/test_install.py: every version resolved is the locked one)
+    installer = (ROOT / "student" / "attention_student" / "installer.py").read_text()
+    assert 'args = ["--constraint", inst.lock, *args]' in installer
 
 
 def test_ci_runs_the_readme_test_command():

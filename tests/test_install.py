@@ -1,168 +1,148 @@
 """On a machine whose pip reaches only PyPI, `make` installs torch's CPU build from PyTorch's
 CPU wheel index (here a local stand-in for it, given through TORCH_INDEX_URL) and the locked
-packages from PyPI, without a single CUDA package."""
-import functools
-import http.server
+packages from PyPI, without a single CUDA package, showing the installer's progress; where
+the index cannot be reached or lacks the build, it stops and says which, and downloads
+nothing of PyPI's CUDA build."""
 import json
-import os
 import re
 import subprocess
 import sys
-import threading
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-WHEELS = Path("/opt/wheels")  # where this machine's own pip configuration finds torch's CPU build
-CUDA = re.compile(r"^(nvidia-|triton)")
+from support.torch_index import CUDA, ROOT, locked, name, pypi_only_env, serve, torch_wheel, write_index
 
-
-def _locked():
-    lines = (ROOT / "requirements.lock").read_text().splitlines()
-    pins = dict(line.split("==") for line in lines if line and not line.startswith("#"))
-    return {_name(name): version for name, version in pins.items()}
-
-
-def _name(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
+VERSION = locked()["torch"]
 
 
 def _unused():
     """The packages pip brings that make install takes out again (install.mk's UNUSED)."""
     line = re.search(r"^UNUSED := (.*)$", (ROOT / "install.mk").read_text(), re.M)
-    return {_name(name) for name in line.group(1).split()}
-
-
-def _torch_wheel():
-    version = _locked()["torch"]
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    wheels = sorted(WHEELS.glob(f"torch-{version}+cpu-{tag}-*.whl"))
-    if not wheels:
-        pytest.skip(f"no torch {version}+cpu wheel for {tag} in {WHEELS} to serve as PyTorch's CPU index")
-    return wheels[0]
-
-
-class _Index(http.server.SimpleHTTPRequestHandler):
-    """A PEP 503 index over HTTP that records what was fetched from it."""
-
-    def __init__(self, *args, fetched, **kwargs):
-        self.fetched = fetched
-        super().__init__(*args, **kwargs)
-
-    def do_GET(self):
-        self.fetched.append(self.path)
-        super().do_GET()
-
-    def log_message(self, *args):
-        pass
-
-
-def _serve(folder):
-    fetched = []
-    handler = functools.partial(_Index, directory=str(folder), fetched=fetched)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread, f"http://127.0.0.1:{server.server_port}/", fetched
-
-
-@pytest.fixture
-def torch_index(tmp_path):
-    """PyTorch's CPU wheel index, standing in: /torch/ lists the local torch CPU wheel."""
-    wheel = _torch_wheel()
-    project = tmp_path / "index" / "torch"
-    project.mkdir(parents=True)
-    (project / wheel.name).symlink_to(wheel)
-    href = wheel.name.replace("+", "%2B")
-    (project / "index.html").write_text(f'<!DOCTYPE html><html><body><a href="{href}">{wheel.name}</a></body></html>\n')
-    server, thread, url, fetched = _serve(tmp_path / "index")
-    yield url, wheel.name, fetched
-    server.shutdown()
-    thread.join()
-
-
-@pytest.fixture
-def empty_index(tmp_path):
-    """An index without torch."""
-    (tmp_path / "empty").mkdir()
-    server, thread, url, fetched = _serve(tmp_path / "empty")
-    yield url, fetched
-    server.shutdown()
-    thread.join()
+    return {name(n) for n in line.group(1).split()}
 
 
 @pytest.fixture
 def pypi_only(tmp_path):
-    """The environment of a machine whose pip reaches only PyPI: an empty configuration file
-    in place of this machine's (which finds the CPU build in a local wheel folder), and no
-    PIP_* variables."""
-    config = tmp_path / "pip.conf"
-    config.write_text("")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "VIRTUAL_ENV"}
-    env.update(PIP_CONFIG_FILE=str(config), PIP_DISABLE_PIP_VERSION_CHECK="1")
-    shown = subprocess.run([sys.executable, "-m", "pip", "config", "list"], env=env,
-                           capture_output=True, text=True, check=True).stdout
-    assert not re.search(r"find-links|index-url", shown), shown
-    return env
+    return pypi_only_env(tmp_path)
 
 
-def _pip(venv, env, *args):
-    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", *args], env=env,
-                          capture_output=True, text=True)
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory):
+    """A virtual environment with nothing installed, shared by the tests whose install stops
+    before anything is installed (each checks that it is still bare)."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    return venv
+
+
+def _make_torch(venv, env, *settings):
+    return subprocess.run(["make", "-s", "torch", f"VENV={venv}", "NVIDIA_DRIVER=", "SYSTEM=Linux", *settings],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def _installed(venv, env):
+    out = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format", "json"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return {name(p["name"]): p["version"] for p in json.loads(out)}
 
 
 def test_the_makefile_asks_the_torch_index_by_its_variable_and_no_wheel_folder():
     install = (ROOT / "install.mk").read_text()
     assert '--index-url "$(TORCH_INDEX_URL)"' in install
     assert "TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu" in install
-    assert not re.search(r"find-links|/opt/wheels|extra-index-url", install + (ROOT / "Makefile").read_text())
+    assert '--allow-cuda "$(ALLOW_CUDA)"' in install and "ALLOW_CUDA ?=\n" in install
+    installer = (ROOT / "student" / "attention_student" / "installer.py").read_text()
+    everything = install + (ROOT / "Makefile").read_text() + installer
+    assert not re.search(r"--find-links|/opt/wheels|--extra-index-url|--quiet", everything)
 
 
-def test_a_pypi_only_machine_gets_the_cpu_build_and_no_cuda_package(tmp_path, torch_index, pypi_only):
-    url, wheel, fetched = torch_index
+def test_a_pypi_only_machine_gets_the_cpu_build_and_no_cuda_package(tmp_path, pypi_only):
+    wheel = torch_wheel()
+    if wheel is None:
+        pytest.skip(f"no torch {VERSION}+cpu wheel for this Python in /opt/wheels to serve as PyTorch's CPU index")
     venv = tmp_path / "venv"
-    make = subprocess.run(["make", "-s", "torch", f"VENV={venv}", f"TORCH_INDEX_URL={url}", "NVIDIA_DRIVER="],
-                          cwd=ROOT, env=pypi_only, capture_output=True, text=True)
-    assert make.returncode == 0, make.stdout[-3000:] + make.stderr[-3000:]
-    assert f"installed from {url}" in make.stdout, make.stdout
-    assert "NOTE" not in make.stdout
+    with serve(write_index(tmp_path / "index", wheel)) as (url, fetched):
+        make = _make_torch(venv, pypi_only, f"TORCH_INDEX_URL={url}")
+    out = make.stdout + make.stderr
+    assert make.returncode == 0, out[-3000:]
+    lines = make.stdout.splitlines()
+    assert f"==> installer: uv, installing uv=={locked()['uv']} with pip first" in lines, lines
+    assert f"==> torch {VERSION}+cpu (CPU build: no NVIDIA driver): from {url}" in lines, lines
+    assert f"==> torch {VERSION}+cpu (CPU build): installed from {url}" in lines, lines
+    # the installer's own progress: what it downloads, with its size, and what it installed
+    assert re.search(r"Downloading torch \([\d.]+MiB\)", out) and re.search(r"Installed 1 package in", out), out
     # the wheel came from the stand-in index, not from a wheel folder this machine has
-    assert f"/torch/{wheel.replace('+', '%2B')}" in fetched, fetched
-    installed = {_name(p["name"]): p["version"]
-                 for p in json.loads(_pip(venv, pypi_only, "list", "--format", "json").stdout)}
-    assert installed["torch"] == _locked()["torch"] + "+cpu"
+    assert f"/torch/{wheel.name.replace('+', '%2B')}" in fetched, fetched
+    installed = _installed(venv, pypi_only)
+    assert installed["torch"] == VERSION + "+cpu" and installed["uv"] == locked()["uv"]
 
     # the rest, as `make install` asks for it, resolved on PyPI (metadata only)
     report = tmp_path / "report.json"
-    rest = _pip(venv, pypi_only, "install", "--dry-run", "--quiet", "--report", str(report),
-                "-r", str(ROOT / "requirements.txt"), "-c", str(ROOT / "requirements.lock"))
+    rest = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--quiet",
+                           "--report", str(report), "-r", str(ROOT / "requirements.txt"),
+                           "-c", str(ROOT / "requirements.lock")], env=pypi_only, capture_output=True, text=True)
     assert rest.returncode == 0, rest.stderr[-3000:]
-    wanted = {_name(item["metadata"]["name"]): item["metadata"]["version"]
+    wanted = {name(item["metadata"]["name"]): item["metadata"]["version"]
               for item in json.loads(report.read_text())["install"]}
     unused = _unused()
     assert unused and unused <= set(wanted)  # pip still brings them: make install takes them out
-    wanted = {name: version for name, version in wanted.items() if name not in unused}
-    assert not [name for name in {**installed, **wanted} if CUDA.match(name)]
+    wanted = {n: v for n, v in wanted.items() if n not in unused}
+    assert not [n for n in {**installed, **wanted} if CUDA.match(n)]
     assert "torch" not in wanted  # the CPU build already satisfies requirements.txt
-    locked = _locked()
-    assert {name: locked.get(name) for name in wanted} == wanted  # every version is the locked one
-    assert set(locked) <= set(wanted) | set(installed)  # and the lock names nothing unused
+    lock = locked()
+    assert {n: lock.get(n) for n in wanted} == wanted  # every version is the locked one
+    assert set(lock) <= set(wanted) | set(installed)  # and the lock names nothing unused
 
 
-def test_the_cuda_build_is_a_last_resort_announced_by_a_note(tmp_path, empty_index, pypi_only):
-    """A torch version that no index has (so nothing is downloaded): your pip, then the CPU
-    index are asked, and only then PyPI's build, after the note."""
-    url, fetched = empty_index
-    make = subprocess.run(["make", "-s", "torch", f"VENV={tmp_path / 'venv'}", f"TORCH_INDEX_URL={url}",
-                           "NVIDIA_DRIVER=", "TORCH_VERSION=99.0.0"],
-                          cwd=ROOT, env=pypi_only, capture_output=True, text=True)
-    assert make.returncode != 0  # no torch 99.0.0 anywhere
-    assert "/torch/" in fetched  # the CPU index was asked
-    lines = make.stdout.splitlines()
-    assert lines[0] == f"torch 99.0.0+cpu (CPU build): not found by your pip; trying {url}", lines
-    note = " ".join(line.strip() for line in lines[1:])
-    assert note.startswith(f"NOTE: the CPU build of torch 99.0.0 was found neither by your pip nor on {url};")
-    assert "the CUDA build with its nvidia-* packages" in note
-    asked = [line for line in make.stderr.splitlines() if line.startswith("ERROR: Cannot install torch==")]
-    assert asked[-1].startswith("ERROR: Cannot install torch==99.0.0 because"), asked  # PyPI's build, last
+def _stopped(make, venv, env):
+    """The install stopped before any torch, naming the ways out; nothing was installed."""
+    assert make.returncode != 0
+    err = " ".join(make.stderr.split())
+    assert "INSTALL STOPPED:" in err, make.stdout + make.stderr
+    assert f"Stopped before PyPI's torch=={VERSION}: on Linux it is the CUDA build" in err, err
+    for way in ("TORCH_INDEX_URL=", "TORCH_SPEC=", "ALLOW_CUDA=1"):
+        assert way in err, err
+    assert "ResolutionImpossible" not in make.stdout + make.stderr
+    assert "torch" not in _installed(venv, env) and not [n for n in _installed(venv, env) if CUDA.match(n)]
+    return err
+
+
+def test_an_unreachable_torch_index_stops_the_install_and_says_so(bare_venv, pypi_only):
+    """Host unknown, or nothing listening: the index cannot be reached, in those words, and
+    nothing is downloaded from PyPI instead."""
+    with serve(bare_venv.parent) as (url, _):
+        pass  # the server is gone: its port refuses connections now
+    make = _make_torch(bare_venv, pypi_only, f"TORCH_INDEX_URL={url}", "INSTALLER=pip")
+    err = _stopped(make, bare_venv, pypi_only)
+    assert f"the torch index {url} cannot be reached from this machine: 127.0.0.1:{url.split(':')[-1].strip('/')} refused the connection" in err, err
+    make = _make_torch(bare_venv, pypi_only, "TORCH_INDEX_URL=http://torch-index.invalid/whl/cpu", "INSTALLER=pip")
+    err = _stopped(make, bare_venv, pypi_only)
+    assert ("the torch index http://torch-index.invalid/whl/cpu cannot be reached from this machine: "
+            "the host name torch-index.invalid could not be resolved") in err, err
+
+
+def test_an_index_without_the_build_says_what_it_has(bare_venv, pypi_only, tmp_path):
+    """Reachable, but without torch or without its locked version: said so, with the versions it
+    has for this Python; ALLOW_CUDA=1 then goes to PyPI's build, announced (a version PyPI does
+    not have here, so nothing is downloaded)."""
+    (tmp_path / "empty").mkdir()
+    with serve(tmp_path / "empty") as (url, fetched):
+        make = _make_torch(bare_venv, pypi_only, f"TORCH_INDEX_URL={url}", "INSTALLER=pip")
+    err = _stopped(make, bare_venv, pypi_only)
+    assert f"{url} can be reached, but it has no torch page" in err, err
+    assert "/torch/" in fetched
+    wheel = torch_wheel()
+    if wheel is None:
+        pytest.skip("no torch CPU wheel in /opt/wheels for an index that has another version")
+    with serve(write_index(tmp_path / "index", wheel)) as (url, _):
+        make = _make_torch(bare_venv, pypi_only, f"TORCH_INDEX_URL={url}", "INSTALLER=pip", "TORCH_VERSION=99.0.0")
+        allowed = _make_torch(bare_venv, pypi_only, f"TORCH_INDEX_URL={url}", "INSTALLER=pip",
+                              "TORCH_VERSION=99.0.0", "ALLOW_CUDA=1")
+    err = " ".join(make.stderr.split())
+    assert make.returncode != 0
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert (f"{url} can be reached, but it has {VERSION}+cpu for Python {tag} on x86_64: torch 99.0.0+cpu, "
+            "the version requirements.lock gives, is missing there") in err or "x86_64" not in wheel.name, err
+    assert allowed.returncode != 0  # no torch 99.0.0 on PyPI either
+    assert "ALLOW_CUDA=1: installing PyPI's torch==99.0.0, the CUDA build" in " ".join(allowed.stdout.split())
+    assert "torch" not in _installed(bare_venv, pypi_only)

@@ -15,6 +15,7 @@ from grader.answers import course_answers
 from grader.answers.correct import CORRECT, student_from
 from grader.checks import fixed
 from grader.checks.exercises import EXERCISES, NOTEBOOKS
+from grader.instructor import first_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -148,7 +149,8 @@ def _imports_its_checks(path, ctx):
     cells = _cells(path)
     wanted = sorted({re.match(r"(check_\w+)\(", line).group(1) for c in cells if _graded(c)
                      for line in c.source.splitlines() if re.match(r"check_\w+\(", line)})
-    first = next((c.source for c in cells if c.cell_type == "code"), "")
+    # the first code cell after the install cell (grader/instructor/first_cell.py), which comes first
+    first = next((c.source for c in cells if c.cell_type == "code" and not first_cell.is_install_cell(c)), "")
     missing = [name for name in wanted if name not in first]
     if missing:
         return f"its first code cell does not import {', '.join(missing)}: `from grader import ...` there"

@@ -4,7 +4,10 @@ import os
 from pathlib import Path
 
 DATA_ENV = "COURSE_REFERENCES"
-REFERENCES_DIR = Path(__file__).resolve().parents[2] / "data" / "references"
+# data/references/ beside grader/ in the course repository; grader/data/references/ in the
+# student package (a wheel, grader/instructor/bundle.py), which has no data/ of its own.
+_PACKAGED = Path(__file__).resolve().parents[1] / "data" / "references"
+REFERENCES_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "data" / "references"
 
 
 def references_dir():

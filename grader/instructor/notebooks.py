@@ -78,23 +78,27 @@ def store_plans(root=ROOT, names=None):
 
 def release(root=ROOT, names=None):
     """Generate the student versions of every assignment (or of names), then check that each
-    source passes its own tests and each release none."""
+    source passes its own tests and each release none, a line per notebook with counts."""
     check_names(names, root)
+    sources = notebook_paths(SOURCE, root, names)
+    print(f"release: the grading plans of {len(sources)} source notebooks", flush=True)
     store_plans(root, names)
+    print(f"release: generating {len(sources)} student notebooks (nbgrader generate_assignment)", flush=True)
     generate(root, names or None)
     problems = []
-    for path in notebook_paths(SOURCE, root, names):
+    for k, path in enumerate(sources, 1):
         result = validate(path)
         if result:
             problems.append(f"{path}: the source does not pass its own tests: {sorted(result)}")
         else:
-            print(f"source passes every test: {path.relative_to(root)}")
-    for path in notebook_paths(RELEASE, root, names):
+            print(f"[{k}/{len(sources)}] source passes every test: {path.relative_to(root)}", flush=True)
+    released = notebook_paths(RELEASE, root, names)
+    for k, path in enumerate(released, 1):
         result = validate(path, invert=True)
         if result:
             problems.append(f"{path}: the release passes some tests: {sorted(result)}")
         else:
-            print(f"release passes none:       {path.relative_to(root)}")
+            print(f"[{k}/{len(released)}] release passes none:       {path.relative_to(root)}", flush=True)
     if problems:
         raise SystemExit("\n".join(problems))
 
