@@ -214,7 +214,7 @@ gpu-check:
 
 ## The wheels the notebooks need on a bare GPU machine (nbclient, ipykernel, ipywidgets; Python 3.12).
 gpu-wheelhouse:
-	$(GPU_PYTHON) -m pip download --quiet --dest $(GPU_WHEELHOUSE) --only-binary=:all: \
+	$(GPU_PYTHON) -m pip download --progress-bar on --dest $(GPU_WHEELHOUSE) --only-binary=:all: \
 	  --python-version $(GPU_PYTHON_VERSION) --implementation cp $(foreach p,$(GPU_PLATFORMS),--platform $(p)) \
 	  -c $(LOCK) nbclient ipykernel ipywidgets
 	@du -sh $(GPU_WHEELHOUSE) | awk '{print "$(GPU_WHEELHOUSE): " $$1 " in " n " wheels"}' n=$$(ls $(GPU_WHEELHOUSE)/*.whl | wc -l)

@@ -61,7 +61,7 @@ def grade_one(case, budget):
         layout.ensure_gradebook(root, grading.config)
         todo, _, _ = grading.plan()
         with tempfile.TemporaryDirectory() as work:
-            (job, _), = list(grading._jobs(todo, work))
+            (job, _), = list(grading.complete_jobs(todo, work))
             base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             cpu, wall = time.process_time(), time.monotonic()
             result = grade_submission(job)

@@ -221,7 +221,8 @@ class UI:
     def load(self, path="work"):
         """(Re)load the lab at a path under /lab/tree, in a workspace of its own so no
         tabs come back from an earlier visit. `work` is make lab's landing page."""
-        self.page.goto(self.lab.url(f"/lab/workspaces/t{uuid.uuid4().hex[:10]}/tree/{path}"))
+        workspace = f"/lab/workspaces/t{uuid.uuid4().hex[:10]}"
+        self.page.goto(self.lab.url(f"{workspace}/tree/{path}" if path else workspace))  # "": the server's root
         self.page.locator(".jp-DirListing-item").first.wait_for()
         self.broken = False
 

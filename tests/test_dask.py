@@ -79,6 +79,17 @@ def graded_once(root, students):
     assert not list((root / "autograded").glob("*/.*.incoming"))
 
 
+def _executing(client, address, prefix):
+    """Whether the worker at `address` is running a task whose key starts with `prefix`
+    (the scheduler's processing() also lists the tasks queued on it)."""
+    try:
+        running = client.run(lambda dask_worker: [str(ts.key) for ts in dask_worker.state.executing],
+                             workers=[address], on_error="return").get(address, [])
+    except OSError:  # the worker went away meanwhile
+        return False
+    return isinstance(running, list) and any(key.startswith(prefix) for key in running)
+
+
 def kernels_of(proc):
     try:
         return [p for p in psutil.Process(proc.pid).children(recursive=True)
@@ -136,7 +147,8 @@ def test_a_submission_that_kills_its_workers_needs_attention_after_the_allowed_t
                 for address, keys in watcher.processing().items():
                     if any(key.startswith(f"grade-ava-{A}-") for key in keys):
                         worker = cluster.worker_of(address, watcher)
-                        if kernels_of(worker):  # in the middle of ava's notebook
+                        if _executing(watcher, address, f"grade-ava-{A}-") and kernels_of(worker):
+                            # in the middle of ava's notebook, not of a classmate's queued before it
                             cluster.kill_worker(worker)
                             kills += 1
                             cluster.add_worker()

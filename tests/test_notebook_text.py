@@ -6,7 +6,7 @@ import re
 import nbformat
 import pytest
 
-from grader.instructor import notebooks
+from grader.instructor import first_cell, notebooks
 
 SOLUTIONS = notebooks.notebook_paths("solutions")
 ids = lambda p: p.parent.name
@@ -48,6 +48,8 @@ def test_no_demo_size_or_mask_is_defined_above_an_exercise(path):
         if cell.metadata.get("nbgrader", {}).get("solution"):
             assert not live & SIZES, (f"{sorted(live & SIZES)} still defined above the exercise "
                                       f"{cell.metadata['nbgrader']['grade_id']}")
+            continue
+        if first_cell.is_install_cell(cell):  # the package's install, before anything of the lesson
             continue
         assigned, deleted = _bound(ast.parse(cell.source).body)
         live = (live | assigned) - deleted

@@ -368,11 +368,11 @@ install: $(STAMP)
 $(STAMP): $(VENV)/.torch $(WHEEL) $(LOCK) $(INSTALLER_PY)
 \t@$(SETUP) packages --wheel "$(WHEEL)[$(EXTRAS)]" --remove $(UNUSED) --compile
 \t@$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
-\t@if [ -n "$(EXCHANGE)" ]; then \\
-\t  echo "==> nbgrader's instructor panels off (Formgrader, Create Assignment, Courses)"; \\
-\t  $(VENV)/bin/jupyter labextension disable --level=sys_prefix $(INSTRUCTOR_PLUGINS) && \\
-\t  $(VENV)/bin/jupyter server extension disable --sys-prefix $(INSTRUCTOR_EXTENSIONS); \\
-\tfi
+ifneq ($(EXCHANGE),)
+\t@echo "==> nbgrader's instructor panels off (Formgrader, Create Assignment, Courses)"
+\t@$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(INSTRUCTOR_PLUGINS)
+\t@$(VENV)/bin/jupyter server extension disable --sys-prefix $(INSTRUCTOR_EXTENSIONS)
+endif
 \t@touch $@
 
 ## Remove .venv (to install again from scratch); your notebooks in notebooks/ stay.

@@ -62,7 +62,7 @@ def _run(root, budget):
     done = []
     with tempfile.TemporaryDirectory(prefix="idle-") as work, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nbgrader's SQLAlchemy notices, as make autograde does
-        for job, fp in grading._jobs(todo, work):
+        for job, fp in grading.complete_jobs(todo, work):
             result = grade_submission(job)
             grading.merge(result, fp)
             done.append((job, result))
