@@ -10,6 +10,7 @@ from grader.checks.core import RemoteError, evaluate
 from grader.checks.exercises import EXERCISES
 from grader.grading.channel import (MAX_PICKLE_BYTES, MAX_PICKLE_DEPTH, MODULE, KernelChannel,
                                     MalformedReply, read_reply)
+from support.paths import ROOT
 
 HEAD_WITH_BIAS = '''
 import torch
@@ -94,7 +95,7 @@ def test_the_channel_code_is_sent_to_a_kernel_once(kernel):
     evaluate(EXERCISES["head"], channel.student("Head"), "output", graded=True)
     installs = [code for code in sent if "__grading_install" in code]
     assert len(sent) >= 2 and len(installs) == 1 and sent[0] is installs[0]
-    source_size = len((__import__("pathlib").Path(__file__).parents[1] / "grader" / "checks" / "student_call.py").read_text())
+    source_size = len((ROOT / "grader" / "checks" / "student_call.py").read_text())
     assert all(len(code) < source_size // 4 for code in sent[1:])
 
 

@@ -1,6 +1,5 @@
 """02 asks for a copy of 01's bag_of_words_loop: a check cell names a copy that is wrong
 before the comparison cell, whose text speaks of rounding, reads its output."""
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -8,8 +7,9 @@ import torch
 
 from grader import check_bag_of_words_loop
 from grader.checks.core import CheckError
+from support.paths import ROOT
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_tril_matmul" / "02_tril_matmul.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "02_tril_matmul" / "02_tril_matmul.ipynb"
 
 
 def aliasing_loop(x):

@@ -5,11 +5,10 @@ import shlex
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from support import synthetic
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 A = "05_scaled_attention"
 
 

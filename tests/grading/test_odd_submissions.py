@@ -9,7 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET, db_scores
+from support.classes import CLASS_ASSIGNMENT as A, CLASS_BUDGET
+from support.gradebook import db_scores
 from grader.instructor import cli as instructor
 from support import synthetic
 from grader.grading.autograde import Grading

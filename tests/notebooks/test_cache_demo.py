@@ -3,15 +3,16 @@ CachedSelfAttention whose cache is cropped wrongly shows it there, not only in t
 import contextlib
 import io
 import re
-from pathlib import Path
 
 import matplotlib
 import nbformat
 import pytest
 
+from support.paths import ROOT
+
 matplotlib.use("Agg")
 
-SOURCE = Path(__file__).resolve().parents[1] / "solutions" / "08_attention_at_scale" / "08_attention_at_scale.ipynb"
+SOURCE = ROOT / "solutions" / "08_attention_at_scale" / "08_attention_at_scale.ipynb"
 CROP = "self.k_cache, self.v_cache = k[:, :, -self.block_size:], v[:, :, -self.block_size:]"
 BUGS = {
     "not cropped": "self.k_cache, self.v_cache = k, v",

@@ -24,12 +24,12 @@ import sys
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from support.paths import ROOT
+
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 TOKEN = "browser-test-token"
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if any(p.glob("*.ipynb")))

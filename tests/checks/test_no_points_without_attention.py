@@ -2,17 +2,17 @@
 checks it (each test cell's plan, stored in the source notebook, visible and hidden checks,
 graded=True), earns at most a tenth of the points of its part."""
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
-from baselines import BASELINES
+from support.baselines import BASELINES
 from grader.checks.core import evaluate
 from grader.checks.exercises import EXERCISES
+from support.paths import ROOT
 
-SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
+SOLUTIONS = ROOT / "solutions"
 
 
 def _plans():

@@ -23,7 +23,7 @@ import zipfile
 import nbformat
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET
+from support.classes import CLASS_ASSIGNMENT as A, CLASS_BUDGET
 from grader.instructor import lms, report, roster
 from grader.instructor import cli as instructor
 from support import synthetic

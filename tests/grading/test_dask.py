@@ -15,7 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET, db_scores
+from support.classes import CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET
+from support.gradebook import db_scores
 from support import synthetic
 from grader.grading import layout
 from support.processes import ProcessCluster

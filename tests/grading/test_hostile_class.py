@@ -21,7 +21,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A, CLASS_CALL_TIMEOUT, db_scores
+from support.classes import CLASS_ASSIGNMENT as A, CLASS_CALL_TIMEOUT
+from support.gradebook import db_scores
 from support import synthetic
 from grader.grading import layout
 from grader.grading.autograde import Grading

@@ -12,15 +12,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET
+from support.classes import CLASS_ASSIGNMENT as A, CLASS_BUDGET
 from grader.instructor import cli as instructor
 from grader.instructor import lms, report, roster
 from support import synthetic
 from grader.grading import autograde, layout
+from support.paths import ROOT
 
 pytestmark = pytest.mark.xdist_group("term")
 NB = f"{A}.ipynb"
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 EVIL = "Likely mistake: =1+2 ![x](http://evil.example/x.png) | a | b <script>alert(1)</script> \u2014 boom"
 ROSTER = ('id,first_name,last_name,email,lms_user_id\n'
           'ada,Ada,Lovelace,ada@example.org,101\n'

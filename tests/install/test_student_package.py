@@ -4,15 +4,14 @@ which installs the package where the course's code is missing and does nothing e
 (Installed for real, in a fresh environment: tests/test_student_install.py.)"""
 import socket
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from grader.instructor import first_cell
 from grader.instructor.notebooks import notebook_paths
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "student"))
 from attention_student import installer, launch  # noqa: E402
 

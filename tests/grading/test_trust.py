@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLASS_ASSIGNMENT as A, SECRET_ENV, db_scores
+from support.classes import HONEST_MINOR, CLASS_ASSIGNMENT as A, SECRET_ENV
+from support.gradebook import db_scores
 from support import synthetic
 from grader.grading import layout
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
 
-HONEST_MINOR = "honest_nbformat_4_4"
 grouped = pytest.mark.xdist_group("graded_class")
 
 

@@ -17,10 +17,11 @@ import torch
 from grader.answers import course_answers
 from grader.checks import stored
 from grader.instructor import bundle, first_cell, notebooks
+from support.paths import ROOT
 
 pytestmark = pytest.mark.xdist_group("bundle")  # one build (conftest's student_bundle) for this and test_student_install
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 TOP_LEVEL = {"README.md", "Makefile", "install.mk", "installer.py", "requirements.lock", ".gitignore"}
 PACKAGES = {"attention_student", "grader", "notebook_helpers"}
 
@@ -151,7 +152,7 @@ def test_no_solution_hidden_test_or_reference_code_is_in_the_package_or_the_bund
 
 
 def test_every_visible_check_in_the_package_passes_the_answer_and_names_the_mistakes(unpacked):
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bundle_probe.py"), str(unpacked), str(REPO)],
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("bundle_probe.py")), str(unpacked), str(REPO)],
                           cwd=unpacked, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,13 +1,14 @@
 """Notebooks 01 to 06 graded end to end by the real pipeline (as `make autograde` grades)
 with answers that do no attention: each earns at most a tenth of each part's points.
-(07 and 08: tests/test_grading_07_08.py; every exercise's baselines through the checks
-themselves: tests/test_no_points_without_attention.py.)"""
+(07 and 08: tests/grading/test_graded_07_08.py; every exercise's baselines through the checks
+themselves: tests/checks/test_no_points_without_attention.py.)"""
 import nbformat
 import pytest
 
 from support import synthetic
+from support.edits import replace_body
+from support.gradebook import cell_points, cell_scores, stored_outcomes
 from grader.grading.autograde import Grading
-from test_grading_07_08 import _body, _cell_points, _outcomes, _points
 
 grouped = pytest.mark.xdist_group("graded_no_attention")
 
@@ -19,25 +20,25 @@ RANDOM_CAUSAL = """
 # student -> (assignment, {grade_id of a solution cell: edit})
 SUBMISSIONS = {
     "uniform_01": ("01_bag_of_words", {
-        "bag_of_words_loop": _body("    return x.mean(1, keepdim=True).expand_as(x).clone()  # the whole mean")}),
+        "bag_of_words_loop": replace_body("    return x.mean(1, keepdim=True).expand_as(x).clone()  # the whole mean")}),
     "eye_random_02": ("02_tril_matmul", {
-        "running_average_weights": _body("    return torch.eye(T)  # identity weights"),
-        "bag_of_words_matmul": _body(RANDOM_CAUSAL.format(apply="", values="x"))}),
+        "running_average_weights": replace_body("    return torch.eye(T)  # identity weights"),
+        "bag_of_words_matmul": replace_body(RANDOM_CAUSAL.format(apply="", values="x"))}),
     "random_identity_03": ("03_masked_softmax", {
-        "masked_softmax": _body("""
+        "masked_softmax": replace_body("""
     w = torch.rand_like(scores).masked_fill(mask, 0.0)  # random weights on the visible keys
     return w / w.sum(-1, keepdim=True).clamp_min(1e-12)"""),
-        "causal_weights": _body(
+        "causal_weights": replace_body(
             "    return torch.eye(scores.shape[-1], dtype=scores.dtype, device=scores.device).expand_as(scores).clone()")}),
-    "values_04": ("04_single_head", {"Head": _body("    return self.value(x)  # identity weights")}),
-    "uniform_05": ("05_scaled_attention", {"scaled_dot_product_attention": _body("""
+    "values_04": ("04_single_head", {"Head": replace_body("    return self.value(x)  # identity weights")}),
+    "uniform_05": ("05_scaled_attention", {"scaled_dot_product_attention": replace_body("""
     wei = torch.zeros(q.shape[:-1] + (k.shape[-2],), dtype=q.dtype, device=q.device)  # q and k ignored
     if mask is not None:
         wei = wei.masked_fill(mask, float("-inf"))
     return torch.softmax(wei, dim=-1) @ v""")}),
     "values_random_06": ("06_multi_head", {
-        "MultiHeadAttention": _body("    return self.proj(torch.cat([h.value(x) for h in self.heads], dim=-1))"),
-        "BatchedMultiHeadAttention": _body(RANDOM_CAUSAL.format(apply="self.proj(", values="self.value(x))"))}),
+        "MultiHeadAttention": replace_body("    return self.proj(torch.cat([h.value(x) for h in self.heads], dim=-1))"),
+        "BatchedMultiHeadAttention": replace_body(RANDOM_CAUSAL.format(apply="self.proj(", values="self.value(x))"))}),
 }
 
 
@@ -58,10 +59,10 @@ def graded(tmp_path_factory):
 @pytest.mark.parametrize("student", list(SUBMISSIONS))
 def test_answers_without_attention_earn_at_most_a_tenth_of_each_part(graded, student):
     assignment = SUBMISSIONS[student][0]
-    earned = _points(graded, student, assignment)
+    earned = cell_scores(graded, student, assignment)
     parts = {}  # exercise -> (earned, total)
-    for cell, outs in _outcomes(graded, student, assignment).items():
+    for cell, outs in stored_outcomes(graded, student, assignment).items():
         got, total = parts.get(outs[0].exercise, (0, 0))
-        parts[outs[0].exercise] = (got + earned[cell], total + _cell_points(assignment, cell))
+        parts[outs[0].exercise] = (got + earned[cell], total + cell_points(assignment, cell))
     assert parts and all(total > 0 for _, total in parts.values())
     assert {e: p for e, p in parts.items() if p[0] > p[1] / 10} == {}

@@ -10,10 +10,11 @@ import re
 import nbformat
 import pytest
 
-from conftest import db_scores
+from support.gradebook import db_scores
 from support import synthetic
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
+from support.paths import ROOT
 
 NB09 = "09_attention_in_todays_models"
 pytestmark = [pytest.mark.grading, pytest.mark.xdist_group("graded_09")]
@@ -99,8 +100,7 @@ def _points(root, student):
 
 
 def _cell_points():
-    from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "solutions" / NB09 / f"{NB09}.ipynb"
+    path = ROOT / "solutions" / NB09 / f"{NB09}.ipynb"
     return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
             for c in nbformat.read(path, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade")}
 

@@ -6,25 +6,15 @@ import re
 import nbformat
 import pytest
 
-
-from conftest import CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET, db_scores
+from support.classes import BROKEN, EXPECTED, CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET
+from support.gradebook import db_scores
 from grader.grading.execute import GradingExecute
 from grader.grading.status import Status
 
 pytestmark = pytest.mark.xdist_group("graded_class")
-EXPECTED = {  # variant -> exact score
-    "correct": 10, "softmax_wrong_dim": 2, "missing_scale": 2, "exception": 0,
-    "infinite_loop": 0, "stub": 0, "deleted_test_cell": 10, "edited_test_cell": 10,
-    "stderr_warning": 10, "forged_plan": 2,  # its test cells' metadata claims to check shapes only
-    "tampered_metadata": 10,  # put back from the source, graded, and flagged
-}
 TAMPERED = {  # variant -> what the flag names (graded as usual, flagged for the instructor)
     "deleted_test_cell": "test_sdpa_output was deleted", "edited_test_cell": "was edited",
     "tampered_metadata": "nbgrader metadata changed (grade: True -> False; solution: False -> True",
-}
-BROKEN = {  # variant -> words the reason must contain
-    "kernel_death": "kernel died", "invalid_json": "not a readable notebook",
-    "empty_notebook": "empty", "missing_notebook": "missing", "renamed_notebook": "renamed",
 }
 
 

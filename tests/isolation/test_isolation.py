@@ -20,8 +20,8 @@ from grader.isolation import (KERNEL_NAME, PROVISIONER_NAME, IsolationUnavailabl
                               SandboxError, isolation_available, sandbox_settings)
 from grader.isolation import namespaces
 from grader.isolation.stub import stub_files
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MiB, GiB = 2**20, 2**30
 SECRET = "INSTRUCTOR_ONLY_SETTING"
 LIMITS = dict(memory=3 * GiB, tmp_size=16 * MiB, shm_size=8 * MiB, work_size=8 * MiB,

@@ -6,8 +6,9 @@ checks they pass, with their mistakes named in autograded/.status.json."""
 import nbformat
 import pytest
 
-from conftest import db_scores
 from support import synthetic
+from support.edits import replace_body
+from support.gradebook import cell_points, cell_scores, db_scores, stored_outcomes
 from grader.grading import plan
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
@@ -30,33 +31,19 @@ def _replace(old, new):
     return edit
 
 
-def _body(code):
-    """An edit that replaces the body of the cell's last function (forward, for a class;
-    its docstring kept) with code, written with four spaces of indentation."""
-    def edit(source):
-        lines = source.splitlines()
-        defs = [i for i, line in enumerate(lines) if line.lstrip().startswith("def ")]
-        at = next((i for i in defs if "def forward(" in lines[i]), defs[-1])
-        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())] + "    "
-        keep = at + 1 + (lines[at + 1].strip().startswith('"""') if at + 1 < len(lines) else 0)
-        body = [indent + line[4:] if line else line for line in code.strip("\n").splitlines()]
-        return "\n".join(lines[:keep] + body) + "\n"
-    return edit
-
-
-# Answers that do no attention (tests/baselines.py has more, graded through the checks)
+# Answers that do no attention (tests/support/baselines.py has more, graded through the checks)
 NO_ATTENTION_07 = {
-    "Block": _body("    return x + self.mlp(self.ln2(x))  # the attention left out"),
-    "GPT": _body("    return torch.zeros(*idx.shape, self.lm_head.out_features)  # constant logits"),
-    "generate": _body("""
+    "Block": replace_body("    return x + self.mlp(self.ln2(x))  # the attention left out"),
+    "GPT": replace_body("    return torch.zeros(*idx.shape, self.lm_head.out_features)  # constant logits"),
+    "generate": replace_body("""
     V = model(idx[:, -1:]).shape[-1]
     new = torch.randint(0, V, (idx.shape[0], max_new_tokens), generator=generator)
     return torch.cat([idx, new], dim=1)  # random tokens"""),
 }
 NO_ATTENTION_08 = {
-    "online_softmax": _body("    return torch.full_like(scores, 1.0 / scores.shape[-1])  # uniform"),
-    "tiled_attention": _body("    return v.clone()  # every query keeps its own value"),
-    "CachedSelfAttention": _body("""
+    "online_softmax": replace_body("    return torch.full_like(scores, 1.0 / scores.shape[-1])  # uniform"),
+    "tiled_attention": replace_body("    return v.clone()  # every query keeps its own value"),
+    "CachedSelfAttention": replace_body("""
     B, T_new, C = x.shape
     split = lambda t: t.view(B, T_new, self.n_heads, self.head_size).transpose(1, 2)
     q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
@@ -104,31 +91,12 @@ def graded_07_08(tmp_path_factory):
     return root, summary
 
 
-def _outcomes(root, student, assignment):
-    """{test cell: [Outcome]} of one submission, from the one store of outcomes."""
-    record = next(r for s, a, r in Status(root).records() if (s, a) == (student, assignment))
-    return record.notebooks[assignment].outcomes
-
-
-def _points(root, student, assignment):
-    """{test cell: score} of one submission, read from the course gradebook."""
-    from nbgrader.api import Gradebook
-
-    from grader.grading import layout
-
-    assert Status(root).get(student, assignment)["status"] == "graded"
-    config = layout.load_config(root)
-    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
-        notebook = gb.find_submission(assignment, student).notebooks[0]
-        return {grade.name: grade.score for grade in notebook.grades}
-
-
 @grouped
 @pytest.mark.parametrize("student", ["correct_07", "correct_08"])
 def test_a_correct_submission_gets_full_marks(graded_07_08, student):
     root, _ = graded_07_08
     assignment = SUBMISSIONS[student][0]
-    outcomes = _outcomes(root, student, assignment)
+    outcomes = stored_outcomes(root, student, assignment)
     failed = {cell: [o.message for o in outs if not o.passed] for cell, outs in outcomes.items()
               if not all(o.passed for o in outs)}
     assert failed == {}
@@ -142,9 +110,9 @@ def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mist
         graded_07_08, student):
     root, _ = graded_07_08
     assignment, _, points, named = SUBMISSIONS[student]
-    assert _points(root, student, assignment) == points
+    assert cell_scores(root, student, assignment) == points
     assert db_scores(root, assignment)[student] == sum(points.values())
-    outcomes = _outcomes(root, student, assignment)
+    outcomes = stored_outcomes(root, student, assignment)
     for cell, key in named.items():
         failed = next(o for o in outcomes[cell] if not o.passed)
         assert failed.mistake == key, failed
@@ -158,22 +126,14 @@ def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mist
 def test_answers_without_attention_earn_at_most_a_tenth_of_each_part(graded_07_08, student):
     root, _ = graded_07_08
     assignment = SUBMISSIONS[student][0]
-    earned = _points(root, student, assignment)
+    earned = cell_scores(root, student, assignment)
     parts = {}  # exercise -> (earned, total), from the stored plans
-    for cell, outs in _outcomes(root, student, assignment).items():
+    for cell, outs in stored_outcomes(root, student, assignment).items():
         exercise = outs[0].exercise
         got, total = parts.get(exercise, (0, 0))
-        parts[exercise] = (got + earned[cell], total + _cell_points(assignment, cell))
+        parts[exercise] = (got + earned[cell], total + cell_points(assignment, cell))
     assert len(parts) == 3 and all(total > 0 for _, total in parts.values())
     assert {e: p for e, p in parts.items() if p[0] > p[1] / 10} == {}
-
-
-def _cell_points(assignment, grade_id):
-    from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "solutions" / assignment / f"{assignment}.ipynb"
-    cell = next(c for c in nbformat.read(path, as_version=4).cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-    return cell.metadata["nbgrader"]["points"]
 
 
 @grouped

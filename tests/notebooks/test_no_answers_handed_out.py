@@ -32,8 +32,8 @@ import nbformat
 import pytest
 
 from support.code_shapes import Shapes, contains, ops, show, subtrees, trees_of
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 MESSAGE_MODULES = ("checks/**/*.py", "answers/mistakes.py")  # the strings a check can show
 MIN_LENGTH = 12  # shorter lines (`return wei`, `T = x.shape[1]`) say nothing of an answer

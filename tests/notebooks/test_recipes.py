@@ -5,7 +5,6 @@ naming every step). Each requirement is one row of EXERCISE_NEEDS or NOTEBOOK_NE
 step, as the README's recipe says it; the file it is done in; a function that returns what
 is missing, or None)."""
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -16,14 +15,14 @@ from grader.answers.correct import CORRECT, student_from
 from grader.checks import fixed
 from grader.checks.exercises import EXERCISES, NOTEBOOKS
 from grader.instructor import first_cell
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SUMMARIES = ("Hint 1: the idea", "Hint 2: shapes and functions", "Hint 3: the tricky step")
 
 
 def _baselines():
-    from baselines import BASELINES
+    from support.baselines import BASELINES
     return BASELINES
 
 

@@ -1,12 +1,10 @@
 """The shortcut lists a notebook's checks use, read without importing nbgrader when the
 course's config leaves them alone."""
-from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
 from grader.checks import shortcuts
-
-ROOT = Path(__file__).resolve().parent.parent
+from support.paths import ROOT
 
 
 def test_course_config_gives_the_lists_a_full_load_gives():

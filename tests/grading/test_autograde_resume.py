@@ -10,7 +10,7 @@ import zipfile
 import nbformat
 import psutil
 
-from conftest import db_scores
+from support.gradebook import db_scores
 from grader.instructor import cli as instructor
 from support import synthetic
 from grader.grading.status import Status

@@ -9,6 +9,7 @@ from torch.nn import functional as F
 
 import grader
 from grader.answers.correct import Block, CachedSelfAttention, CORRECT, generate, online_softmax, tiled_attention
+from support.paths import ROOT
 
 
 def _fails(check, student, focus, *expected):
@@ -357,11 +358,9 @@ def _notebook_namespace(name, grade_id, edit):
     """The given code and one solution cell of a source notebook, run as a notebook would
     (its classes live in one namespace), with the solution edited."""
     import types
-    from pathlib import Path
 
     import nbformat
-    nb = nbformat.read(Path(__file__).resolve().parent.parent / "solutions" / name / f"{name}.ipynb",
-                       as_version=4)
+    nb = nbformat.read(ROOT / "solutions" / name / f"{name}.ipynb", as_version=4)
     module = types.ModuleType("__main__")
     module.__dict__.update(torch=torch, nn=nn, F=F)
     for cell in nb.cells:
