@@ -1,6 +1,6 @@
 """`make lab` serves JupyterLab as a student sees it: the widgets and nbgrader's Validate, only
 the Python 3 kernel, none of the instructor's or the exchange's panels; `make formgrader`
-serves the instructor's lab (tests/test_browser.py drives both)."""
+serves the instructor's lab (tests/browser/test_browser.py drives both)."""
 import json
 import os
 import re

@@ -3,7 +3,7 @@
 grading 05 runs, visible and hidden (fresh seeds), through grader.checks.core as the grading
 process runs them: what a check accepts needs no sandboxed grading of its own. Answers
 that change the notebook itself (cells added, moved, duplicated, magics, line endings)
-are graded whole in the synthetic class (tests/test_trust.py)."""
+are graded whole in the synthetic class (tests/grading/test_trust.py)."""
 import random
 
 import nbformat

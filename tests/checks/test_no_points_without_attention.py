@@ -1,4 +1,4 @@
-"""No points without attention: every answer in tests/baselines.py, checked as a graded run
+"""No points without attention: every answer in tests/support/baselines.py, checked as a graded run
 checks it (each test cell's plan, stored in the source notebook, visible and hidden checks,
 graded=True), earns at most a tenth of the points of its part."""
 import json

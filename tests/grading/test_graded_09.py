@@ -4,7 +4,7 @@ gets full marks; wrong ones get exactly the points of the checks they pass, with
 mistakes of issue #32 named in autograded/.status.json (RoPE's pairing, positions from 0,
 GQA's tile and head 0, a window of W + 1, a cache that grows, which only the module's
 report of what it holds, read through the kernel channel, can show). Answers that do no
-attention are graded with the notebook's own plans by tests/test_no_points_without_attention.py."""
+attention are graded with the notebook's own plans by tests/checks/test_no_points_without_attention.py."""
 import re
 
 import nbformat

@@ -58,7 +58,7 @@ def test_torch_is_pinned_and_makefile_never_pulls_cuda_on_a_cpu_machine():
     # torch is installed before the requirements, so they find it already satisfied
     assert re.search(r"\$\(STAMP\): \$\(VENV\)/\.torch ", makefile)
     assert "\t@$(SETUP) packages -r requirements.txt --editable ." in makefile
-    # with the lock as constraints (tests/test_install.py: every version resolved is the locked one)
+    # with the lock as constraints (tests/install/test_install.py: every version resolved is the locked one)
     installer = (ROOT / "student" / "attention_student" / "installer.py").read_text()
     assert 'args = ["--constraint", inst.lock, *args]' in installer
 

@@ -1,7 +1,7 @@
 """The student package's own parts, in this process: the command's copying and its JupyterLab
 arguments, the installer's reading of a torch index, and the first cell of every notebook,
 which installs the package where the course's code is missing and does nothing elsewhere.
-(Installed for real, in a fresh environment: tests/test_student_install.py.)"""
+(Installed for real, in a fresh environment: tests/install/test_student_install.py.)"""
 import socket
 import sys
 

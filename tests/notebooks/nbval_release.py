@@ -1,4 +1,4 @@
-"""A pytest plugin for the nbval run of a student version (tests/test_notebooks.py): it
+"""A pytest plugin for the nbval run of a student version (tests/notebooks/test_notebooks.py): it
 records, for every test cell, whether running it raised, and writes {grade_id: raised}
 to the JSON file named by $NBVAL_TEST_CELLS. One run of the notebook then shows both that
 only exercise cells fail (nbval-lax) and that no test cell passes without an answer."""

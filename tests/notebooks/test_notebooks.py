@@ -24,7 +24,7 @@ ids = lambda paths: [p.parent.name for p in paths]
 pytestmark = pytest.mark.notebooks
 
 
-# pytest in a process of its own, which can load tests/nbval_release.py as a plugin (the
+# pytest in a process of its own, which can load tests/notebooks/nbval_release.py as a plugin (the
 # notebook's kernel, a process of its own again, does not see tests/)
 PYTEST = f"import sys, pytest; sys.path.insert(0, {str(Path(__file__).parent)!r}); sys.exit(pytest.main(sys.argv[1:]))"
 
@@ -50,7 +50,7 @@ def test_solution_outputs_are_current_strict_nbval(path):
 @pytest.mark.parametrize("path", RELEASES, ids=ids(RELEASES))
 def test_student_version_fails_only_in_exercise_cells_and_in_every_test_cell(path, tmp_path):
     """One nbval-lax run of the student version: only cells tagged raises-exception may
-    fail, and every test cell does (tests/nbval_release.py records them): no point is
+    fail, and every test cell does (tests/notebooks/nbval_release.py records them): no point is
     given for an unanswered exercise."""
     report = tmp_path / "test_cells.json"
     env = {**os.environ, "NBVAL_TEST_CELLS": str(report)}

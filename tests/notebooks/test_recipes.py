@@ -83,8 +83,8 @@ def _refuses_skipping(key, ex, ctx):
 
 def _no_attention_answers(key, ex, ctx):
     if not ctx["baselines"].get(key):
-        return (f"no answers without attention in tests/baselines.py: add BASELINES[{key!r}] (zeros, an input "
-                "returned, uniform or random weights...), which tests/test_no_points_without_attention.py grades")
+        return (f"no answers without attention in tests/support/baselines.py: add BASELINES[{key!r}] (zeros, an input "
+                "returned, uniform or random weights...), which tests/checks/test_no_points_without_attention.py grades")
 
 
 def _stored_cases(key, ex, ctx):
@@ -119,7 +119,7 @@ EXERCISE_NEEDS = [
     ("an attends= hook or Diagnosis baselines", "grader/checks/exercises/", _refuses_skipping),
     ("its catalogued mistakes", "grader/answers/mistakes.py", _catalogue),
     ("a correct answer", "grader/answers/correct.py", _correct),
-    ("answers without attention", "tests/baselines.py", _no_attention_answers),
+    ("answers without attention", "tests/support/baselines.py", _no_attention_answers),
     ("stored references", "make references", _stored_cases),
     ("test cells and a hidden values check", "make release", _checked_in_a_notebook),
 ]
@@ -161,7 +161,7 @@ def _parts(path, ctx):
     if first_test is not None and not any(c.cell_type == "markdown" and re.search(r"^## Part \w \(\d+ points?\)",
                                                                                   c.source, re.M)
                                           for c in cells[:first_test]):
-        return "no \"## Part A (N points)\" heading above its first test cell (tests/test_points.py adds them up)"
+        return "no \"## Part A (N points)\" heading above its first test cell (tests/grading/test_points.py adds them up)"
 
 
 def _hint_ladders(path, ctx):
@@ -274,7 +274,7 @@ def test_an_exercise_missing_every_step_is_told_each_of_them(tmp_path):
            "references": tmp_path, "root": ROOT, "readme": ""}
     problems = "\n".join(exercise_problems("softmax_rows", bare, ctx))
     for words in ("grader/answers/reference.py", "grader.check_softmax_rows does not exist",
-                  "neither an attends= hook nor Diagnosis(baselines=...)", "no catalogued mistakes", "no correct answer", "tests/baselines.py",
+                  "neither an attends= hook nor Diagnosis(baselines=...)", "no catalogued mistakes", "no correct answer", "tests/support/baselines.py",
                   "make references", "no test cell checks it"):
         assert words in problems, problems
 

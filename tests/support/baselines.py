@@ -1,7 +1,7 @@
 """Answers that do no attention, for every exercise: zeros, an input returned, uniform,
 identity or random weights, a GPT with constant logits, generate appending random or
 constant tokens, a cache never read or never extended. They must earn at most a tenth of
-each part's points (tests/test_no_points_without_attention.py)."""
+each part's points (tests/checks/test_no_points_without_attention.py)."""
 import torch
 import torch.nn as nn
 
