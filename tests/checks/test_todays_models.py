@@ -20,6 +20,7 @@ from grader.answers import correct, reference
 from grader.answers.correct import CORRECT, student_from
 from grader.checks import core
 from grader.checks.exercises import EXERCISES
+from grader.instructor import first_cell
 from grader.instructor.notebooks import ROOT
 
 KEYS = ("apply_rope", "grouped_query_attention", "sliding_window_attention")
@@ -326,7 +327,8 @@ def notebook_code(edits=None):
     (module __main__), with edits ({grade_id: [(old, new)]}) made to the solution cells."""
     nb = nbformat.read(NB09, as_version=4)
     ns = {"__name__": "__main__"}
-    exec(compile(nb.cells[1].source, "<imports>", "exec"), ns)
+    imports = next(c for c in nb.cells if c.cell_type == "code" and not first_cell.is_install_cell(c))
+    exec(compile(imports.source, "<imports>", "exec"), ns)
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.metadata.get("nbgrader", {}).get("solution"):

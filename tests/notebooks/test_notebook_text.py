@@ -5,6 +5,7 @@ import re
 
 import nbformat
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 
 from grader.instructor import notebooks
 
@@ -49,7 +50,8 @@ def test_no_demo_size_or_mask_is_defined_above_an_exercise(path):
             assert not live & SIZES, (f"{sorted(live & SIZES)} still defined above the exercise "
                                       f"{cell.metadata['nbgrader']['grade_id']}")
             continue
-        assigned, deleted = _bound(ast.parse(cell.source).body)
+        # as IPython runs it: the install cell's %pip (and any magic) becomes Python first
+        assigned, deleted = _bound(ast.parse(TransformerManager().transform_cell(cell.source)).body)
         live = (live | assigned) - deleted
 
 
