@@ -641,7 +641,7 @@ def _sanitizers():
     """The nbval sanitisers the suite compares executed notebooks with (a hidden check's seed,
     timings, addresses): (regex, replacement) pairs."""
     cfg = configparser.ConfigParser()
-    cfg.read(ROOT / "tests" / "nbval_sanitize.cfg")
+    cfg.read(ROOT / "tests" / "notebooks" / "nbval_sanitize.cfg")
     pairs = [(re.compile(cfg[s]["regex"]), cfg[s]["replace"]) for s in cfg.sections()]
     return pairs or [(re.compile(r"seed \d+"), "seed SEED")]
 

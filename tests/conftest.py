@@ -2,9 +2,16 @@ import gc
 import os
 import sys
 
+from pathlib import Path
+
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+# tests/ mirrors the code (README "Layout"): tests/checks, tests/grading, tests/isolation,
+# tests/instructor, tests/notebooks, tests/browser, tests/install, each with the conftest.py of
+# its own fixtures; what tests of several folders share lives in tests/support/ (imported as
+# `support`, this folder being on sys.path), never in a test module or a conftest.
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
 os.environ.pop("GRADER_DEVICE", None)
 # One thread per torch process: the suite runs a process per core and more (xdist workers,
 # kernels, grading workers), where a second thread per process only spins (measured: the
@@ -13,91 +20,33 @@ os.environ.pop("GRADER_DEVICE", None)
 for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
 
-CLASS_ASSIGNMENT = "05_scaled_attention"  # 5 test cells: 1 + 1 points for properties, 3 + 3 + 2 for values
-CLASS_BUDGET = 90  # seconds per notebook: roomy, since the suite grades and runs notebooks in parallel on two cores
-
-
-def db_scores(root, assignment=CLASS_ASSIGNMENT):
-    """{student: total score} of one assignment, read from the course gradebook."""
-    from nbgrader.api import Gradebook
-
-    from grader.grading import layout
-
-    config = layout.load_config(root)
-    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
-        return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
-
-
-CLASS_CALL_TIMEOUT = 2  # seconds per call of the student's code (an honest call needs milliseconds): short, for the looping and sleeping answers
-CLASS_CELL_TIMEOUT = 5  # seconds per cell (the course's is 60; an honest cell of 05 needs under 0.5): the given cell that calls a hanging answer
-SECRET_ENV = "COURSE_INSTRUCTOR_SECRET"  # set in the grading process; must never reach a student
-
-
-@pytest.fixture(scope="session")
-def graded_class(tmp_path_factory):
-    """One synthetic class graded once by the whole pipeline (the embedded Dask cluster,
-    two workers, export and feedback): the variants of tests/test_pipeline.py and the
-    honest answers and attacks of tests/test_trust.py. Tests using it are kept on one
-    xdist worker (xdist_group)."""
-    from grader.instructor import cli as instructor
-    from support import synthetic
-    from grader.grading.autograde import Grading
-    from test_pipeline import BROKEN, EXPECTED
-    from test_trust import HONEST_MINOR
-
-    root = synthetic.make_course(tmp_path_factory.mktemp("class"))
-    with open(root / "nbgrader_config.py", "a") as config:  # the class's three hanging answers
-        config.write(f"\nc.Execute.timeout = {CLASS_CELL_TIMEOUT}\n")  # hang in a given cell too
-    for variant in [*EXPECTED, *BROKEN]:
-        synthetic.make_submission(root, variant, CLASS_ASSIGNMENT, variant)
-    for variant in synthetic.HONEST_VARIANTS:
-        synthetic.make_honest(root, f"honest_{variant}", variant)
-    synthetic.make_honest(root, HONEST_MINOR, "einsum", nbformat_minor=4)
-    for attack in synthetic.ATTACKS:
-        synthetic.make_attack(root, f"attack_{attack}", attack)
-    mp = pytest.MonkeyPatch()
-    mp.setenv(SECRET_ENV, "do-not-leak-7f3a")
-    summary = Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT).run(progress=False)
-    mp.undo()
-    instructor.export(root)
-    instructor.feedback(root)
-    return root, summary
-
-@pytest.fixture(scope="session")
-def student_bundle(tmp_path_factory):
-    """The student bundle (make student-bundle), built once (about 10 s of CPU) for
-    tests/test_bundle.py and tests/test_student_install.py, which share its xdist_group
-    ("bundle"): (the bundle's folder, the student package's wheel in it, the wheel unpacked,
-    the progress lines the build printed)."""
-    import zipfile
-
-    from grader.instructor import bundle
-
-    lines = []
-    built = bundle.build(tmp_path_factory.mktemp("dist") / "self-attention-student", progress=lines.append)
-    wheel = next(built.glob("*.whl"))
-    unpacked = tmp_path_factory.mktemp("wheel")
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(unpacked)
-    return built, wheel, unpacked, lines
-
-
 # Files whose tests grade whole notebooks, run notebooks, start clusters, sandboxes, a lab
 # server or the browser, or install into a fresh environment: marked `grading`, and left
 # out by `make test-fast`.
-FULL_GRADING = {"test_pipeline.py", "test_pipeline_resume.py", "test_trust.py", "test_term.py",
-                "test_dask.py", "test_odd_submissions.py", "test_hostile_class.py",
-                "test_budgets.py", "test_cgroups.py",
-                "test_warm_kernels.py", "test_lms_term.py", "test_make.py", "test_install.py",
-                "test_feedback_channel.py", "test_grading_07_08.py", "test_isolation.py",
-                "test_browser.py", "test_notebooks.py", "test_bundle.py", "test_student_install.py", "test_lab.py", "test_cache_demo.py",
-                "test_grading_no_attention.py"}
+FULL_GRADING = {
+    "grading/test_autograde.py", "grading/test_autograde_resume.py", "grading/test_trust.py",
+    "grading/test_dask.py", "grading/test_odd_submissions.py", "grading/test_hostile_class.py",
+    "grading/test_budgets.py", "grading/test_feedback_channel.py", "grading/test_graded_07_08.py",
+    "grading/test_graded_no_attention.py",
+    "isolation/test_isolation.py", "isolation/test_cgroups.py", "isolation/test_warm_kernels.py",
+    "instructor/test_term.py", "instructor/test_lms_term.py", "instructor/test_make.py",
+    "install/test_install.py", "install/test_bundle.py", "install/test_student_install.py",
+    "notebooks/test_notebooks.py", "notebooks/test_cache_demo.py",
+    "browser/test_browser.py", "browser/test_lab.py"}  # paths under tests/
+
+
+def _under_tests(path):
+    """A test file's path under tests/, as FULL_GRADING names it ("grading/test_trust.py")."""
+    try:
+        return path.relative_to(TESTS).as_posix()
+    except ValueError:  # a file outside tests/ (a notebook given to nbval, a test's own tmp_path)
+        return path.name
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         groups = {m.args[0] for m in item.iter_markers("xdist_group") if m.args}
-        if item.path.name in FULL_GRADING or "graded_class" in groups:
+        if _under_tests(item.path) in FULL_GRADING or "graded_class" in groups:
             item.add_marker(pytest.mark.grading)
     # the long tests first (a stable sort: each file's tests stay together and in order), so
     # that xdist's workers fill the time around them with the short ones instead of ending
@@ -113,7 +62,7 @@ def pytest_runtest_logreport(report):
     for name, value in getattr(report, "user_properties", []):
         if name == "figure" and report.when == "call":
             _FIGURES.append(value)
-    if "test_browser.py::" in report.nodeid:  # their own time: set-up (lab, Chromium), calls, teardown
+    if "browser/test_browser.py::" in report.nodeid:  # their own time: set-up (lab, Chromium), calls, teardown
         _BROWSER["seconds"] += report.duration
         _BROWSER["tests"] += report.when == "call"
         _BROWSER["skipped"] += bool(report.skipped)

@@ -3,7 +3,7 @@
 `make references` (python -m grader.answers.fixtures [KEY ...]) writes them from the float64
 reference implementations, and leaves a file whose values have not changed as it is (a
 difference of float64 rounding, from another machine's BLAS, is no change);
-tests/test_fixtures.py regenerates them and fails on any drift.
+tests/checks/test_fixtures.py regenerates them and fails on any drift.
 Hidden checks do not use these files: they draw fresh inputs and compute the
 reference live.
 """

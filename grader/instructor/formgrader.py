@@ -71,7 +71,7 @@ def _timestamp_file(path):
 
 class CourseAPI(NbGraderAPI):
     """nbgrader's NbGraderAPI answering from indexed queries; every method returns what
-    nbgrader's own returns (tests/test_class_size.py compares them on one gradebook)."""
+    nbgrader's own returns (tests/instructor/test_class_size.py compares them on one gradebook)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -108,7 +108,7 @@ print("loaded:", sorted({{m.split(".")[0] for m in sys.modules}} & set(absent)))
 
 @pytest.mark.grading  # a fresh environment (tests/conftest.py's tiers)
 def test_the_gpu_tests_collect_without_traitlets(bare_python):
-    done = _run(bare_python, "-m", "pytest", "-q", "-m", "gpu", "tests/test_grader.py")
+    done = _run(bare_python, "-m", "pytest", "-q", "-m", "gpu", "tests/checks/test_exercises.py")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     skipped = re.search(r"(\d+) skipped", done.stdout)
     assert skipped and int(skipped.group(1)) > len(EXERCISES), done.stdout[-2000:]

@@ -2,7 +2,7 @@
 the diagnosis, later checks of the same exercise say in one line that it is the same mistake;
 in-process with a notebook's Recall, with the student's code elsewhere (as graded runs call it),
 and in a real kernel through grader.check_* (as JupyterLab runs it). A graded run's feedback is
-checked in tests/test_feedback_channel.py."""
+checked in tests/grading/test_feedback_channel.py."""
 import textwrap
 
 import pytest

@@ -2,7 +2,7 @@
 answers the rules must not refuse; each judged in this process exactly as grading judges it
 (the scan of the source, then the checks with the kernel-side facts; the notebook's cells run
 by a real IPython shell where IPython's own behaviour is the point). The pipeline's side of
-them (a sandboxed kernel, the worker, the gradebook) is in tests/test_hostile_class.py.
+them (a sandboxed kernel, the worker, the gradebook) is in tests/grading/test_hostile_class.py.
 
 - Code the kernel runs that the cells' text does not show: a line magic's ``{...}``, which
   IPython evaluates before the magic sees its text, and ``%config``'s value, which it

@@ -1,6 +1,6 @@
 """Every exercise has a ladder of three collapsed hints, right after its prompt: the idea,
 then the shapes and the functions that help, then the tricky step in words. (That no hint
-holds the answer's code is tests/test_no_answers_handed_out.py's: it reads the hints as
+holds the answer's code is tests/notebooks/test_no_answers_handed_out.py's: it reads the hints as
 part of the notebook.)"""
 import re
 from pathlib import Path

@@ -1,5 +1,5 @@
 """A large class built in seconds from a few submissions ("seeds"), for the class-size
-tests (tests/test_class_size.py) and the benchmark (scripts/bench_class.py).
+tests (tests/instructor/test_class_size.py) and the benchmark (scripts/bench_class.py).
 
 Each seed is one student's graded submission of one assignment: a row in the gradebook
 with its notebooks, grades and comments, its folders in submitted/ and autograded/, and

@@ -11,7 +11,7 @@ answer's trees, with their wildcards, are patterns: a demonstration holds the an
 one of its trees contains one of them, however its variables are named, its lines split
 or its transposes written.
 
-tests/test_no_answers_handed_out.py uses it on the notebooks and notebook_helpers/.
+tests/notebooks/test_no_answers_handed_out.py uses it on the notebooks and notebook_helpers/.
 """
 import ast
 import math

@@ -541,7 +541,7 @@ HONEST_VARIANTS = {
 
 # Answers that differ only in how the function is written: they exercise what a check
 # accepts, not the notebook's grading, and are checked through grader.checks.core directly
-# (tests/test_honest_answers.py) rather than graded one sandbox each.
+# (tests/checks/test_honest_answers.py) rather than graded one sandbox each.
 HONEST_ANSWERS = {
     "einsum": _solution(
         _SDPA + "    wei = torch.einsum('bqh,bkh->bqk', q, k) / q.shape[-1] ** 0.5\n"

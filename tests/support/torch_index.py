@@ -1,6 +1,6 @@
 """A machine whose pip reaches only PyPI, and a local stand-in for PyTorch's CPU wheel index
 (which this machine cannot reach; PyPI's torch is the multi-GB CUDA build): what the
-install tests (tests/test_install.py, tests/test_student_package.py) and
+install tests (tests/install/test_install.py, tests/install/test_student_package.py) and
 scripts/bench_install.py set up."""
 import contextlib
 import functools

@@ -1,0 +1,34 @@
+"""Fixtures of the grading tests: the graded class, graded once per session."""
+import pytest
+
+from support.classes import (BROKEN, CLASS_ASSIGNMENT, CLASS_BUDGET, CLASS_CALL_TIMEOUT, CLASS_CELL_TIMEOUT,
+                             EXPECTED, HONEST_MINOR, SECRET_ENV)
+
+
+@pytest.fixture(scope="session")
+def graded_class(tmp_path_factory):
+    """One synthetic class graded once by the whole pipeline (the embedded Dask cluster,
+    two workers, export and feedback): the variants of tests/grading/test_autograde.py and
+    the honest answers and attacks of tests/grading/test_trust.py (their tables:
+    tests/support/classes.py). Tests using it are kept on one xdist worker (xdist_group)."""
+    from grader.instructor import cli as instructor
+    from support import synthetic
+    from grader.grading.autograde import Grading
+
+    root = synthetic.make_course(tmp_path_factory.mktemp("class"))
+    with open(root / "nbgrader_config.py", "a") as config:  # the class's three hanging answers
+        config.write(f"\nc.Execute.timeout = {CLASS_CELL_TIMEOUT}\n")  # hang in a given cell too
+    for variant in [*EXPECTED, *BROKEN]:
+        synthetic.make_submission(root, variant, CLASS_ASSIGNMENT, variant)
+    for variant in synthetic.HONEST_VARIANTS:
+        synthetic.make_honest(root, f"honest_{variant}", variant)
+    synthetic.make_honest(root, HONEST_MINOR, "einsum", nbformat_minor=4)
+    for attack in synthetic.ATTACKS:
+        synthetic.make_attack(root, f"attack_{attack}", attack)
+    mp = pytest.MonkeyPatch()
+    mp.setenv(SECRET_ENV, "do-not-leak-7f3a")
+    summary = Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT).run(progress=False)
+    mp.undo()
+    instructor.export(root)
+    instructor.feedback(root)
+    return root, summary

@@ -1,0 +1,172 @@
+"""The student package's own parts, in this process: the command's copying and its JupyterLab
+arguments, the installer's reading of a torch index, and the first cell of every notebook,
+which installs the package where the course's code is missing and does nothing elsewhere.
+(Installed for real, in a fresh environment: tests/install/test_student_install.py.)"""
+import socket
+import sys
+
+import nbformat
+import pytest
+
+from grader.instructor import first_cell
+from grader.instructor.notebooks import notebook_paths
+from support.paths import ROOT
+
+sys.path.insert(0, str(ROOT / "student"))
+from attention_student import installer, launch  # noqa: E402
+
+
+def _fake_source(tmp_path):
+    source = tmp_path / "package-notebooks"
+    for name in ("01_a", "02_b"):
+        (source / name).mkdir(parents=True)
+        (source / name / f"{name}.ipynb").write_text(f'{{"given": "{name}"}}')
+    return source
+
+
+def test_copying_adds_what_is_missing_and_never_overwrites(tmp_path):
+    source, folder = _fake_source(tmp_path), tmp_path / "my work"
+    first = launch.copy_notebooks(folder, source)
+    assert [p.relative_to(folder).as_posix() for p in first.new] == ["01_a/01_a.ipynb", "02_b/02_b.ipynb"]
+    assert first.summary() == f"{folder}: copied 2 notebook(s)"
+    mine = folder / "01_a" / "01_a.ipynb"
+    mine.write_text("my answer")
+    (folder / "02_b" / "02_b.ipynb").unlink()
+    again = launch.copy_notebooks(folder, source)
+    assert mine.read_text() == "my answer" and again.kept == [mine]
+    assert again.summary() == f"{folder}: copied 1 notebook(s); 1 already there, left as they are"
+    assert launch.copy_notebooks(folder, source).summary() == f"{folder}: all 2 notebooks are there already (yours, left as they are)"
+    with pytest.raises(SystemExit, match="no notebooks in"):
+        launch.copy_notebooks(folder, tmp_path / "nothing")
+
+
+def test_the_command_passes_its_options_and_jupyterlab_s_own(tmp_path):
+    args = launch.parse(["course", "--no-browser", "--port", "8123", "--", "--ServerApp.token=x"])
+    assert (args.folder, args.no_browser, args.port, args.extra) == ("course", True, 8123, ["--ServerApp.token=x"])
+    assert launch.parse([]).folder == launch.DEFAULT_FOLDER
+    lab = launch.lab_arguments(tmp_path, 8123, True, ["--ServerApp.token=x"])
+    assert lab[:3] == [f"--ServerApp.root_dir={tmp_path}", "--ServerApp.ip=127.0.0.1", "--LabApp.default_url=/lab/tree"]
+    assert "--ServerApp.port=8123" in lab and "--no-browser" in lab and lab[-1] == "--ServerApp.token=x"
+
+
+def test_a_missing_jupyterlab_is_named_with_the_command_that_installs_it(monkeypatch):
+    real = launch.metadata.version
+
+    def version(name):
+        if name == "jupyterlab":
+            raise launch.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(launch.metadata, "version", version)
+    problems, notes = launch.environment_notes()
+    assert problems == [f"JupyterLab is not installed in this Python environment ({sys.prefix}). Install the "
+                        'package with its lab: pip install "attention-course-student[lab]" (or pip install jupyterlab)']
+    assert notes == []  # this torch is the CPU build
+
+
+def test_the_torch_index_is_read_as_pip_reads_it(tmp_path):
+    files = ["torch-2.12.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+             "torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+             "torch-2.13.0%2Bcpu-cp312-cp312-manylinux_2_28_x86_64.whl",
+             "torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_aarch64.whl"]
+    parser = installer._Links()
+    parser.feed("".join(f'<a href="../../{f}#sha256=00">x</a>' for f in files))
+    answer = installer.IndexAnswer("http://index/", True, files=parser.names)
+    assert answer.builds("2.13.0+cpu", "cp311", "x86_64") == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert answer.versions("cp311", "x86_64") == ["2.12.0+cpu", "2.13.0+cpu"]
+    assert answer.builds("2.14.0+cpu", "cp311", "x86_64") == []
+
+
+def test_an_index_that_does_not_answer_is_told_apart_from_one_that_lacks_torch(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    refused = installer.probe_index(f"http://127.0.0.1:{port}/", timeout=5)
+    assert not refused.reachable and refused.reason == f"127.0.0.1:{port} refused the connection"
+    unknown = installer.probe_index("http://torch-index.invalid/whl/cpu", timeout=5)
+    assert not unknown.reachable and unknown.reason.startswith("the host name torch-index.invalid could not be resolved")
+
+
+def test_the_cpu_build_is_wanted_on_linux_without_a_driver_only():
+    assert installer.wants_cpu_build("Linux", None) and installer.wants_cpu_build("Linux", "")
+    assert not installer.wants_cpu_build("Linux", "/usr/bin/nvidia-smi")
+    assert not installer.wants_cpu_build("Darwin", None) and not installer.wants_cpu_build("Windows", None)
+    assert installer.own_sources({"cert": "c", "constraint": "x", "find-links": "/w"}) == {"find-links": "/w"}
+
+
+# --- the first cell -------------------------------------------------------------------------
+
+@pytest.fixture
+def shell(monkeypatch, tmp_path):
+    """IPython's own shell, as a notebook's kernel runs a cell (its %pip expanded there), with
+    a pip magic that records the line it was given instead of installing; cwd an empty
+    folder. Yields (run(source), the lines %pip got)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    ip = InteractiveShell.instance(config=Config({"HistoryManager": {"enabled": False}}))
+    ip.register_magic_function(ran.append, "line", "pip")
+
+    def run(source):
+        result = ip.run_cell(source, store_history=False)
+        result.raise_error()
+        return ran
+
+    try:
+        yield run
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_the_first_cell_installs_the_package_only_where_it_is_missing(shell, monkeypatch, tmp_path):
+    source = first_cell.install_cell_source()
+    assert shell(source) == []  # the course, the package, a grading kernel (its stub)
+    monkeypatch.setitem(sys.modules, "notebook_helpers", None)  # `import notebook_helpers` fails
+    with pytest.raises(FileNotFoundError, match=r"upload its wheel \(attention_course_student-0\.1\.0-py3-none-any"
+                                                r"\.whl\) into this notebook's folder, then run this cell again"):
+        shell(source)  # no wheel, and no name it could be installed by from someone else's upload
+    url = "https://example.org/attention_course_student-0.1.0-py3-none-any.whl"
+    assert shell(first_cell.install_cell_source(url)) == [f"install {url}"]  # a course that publishes it
+    monkeypatch.setitem(sys.modules, "grader", None)
+    for name in ("attention_course_student-0.1.0-py3-none-any.whl", "attention_course_student-0.2.0-py3-none-any.whl"):
+        (tmp_path / name).write_bytes(b"")  # uploaded beside the notebook: the newest is taken
+    assert shell(source)[-1] == "install attention_course_student-0.2.0-py3-none-any.whl"
+    assert shell(first_cell.install_cell_source(url))[-1] == "install attention_course_student-0.2.0-py3-none-any.whl"
+    assert "importlib" not in source and "--quiet" not in source  # pip's progress shows
+
+
+def test_the_first_cell_is_put_first_once_and_replaces_an_older_one(tmp_path):
+    path = next(iter(notebook_paths("notebooks")))
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if not first_cell.is_install_cell(c)]  # a notebook from before the cell
+    without = nbformat.writes(nb)
+    cells = len(nb.cells)
+    first_cell.with_install_cell(nb)
+    assert first_cell.first_cell_is_install_cell(nb) and len(nb.cells) == cells + 1
+    first_cell.with_install_cell(nb, "https://example.org/x.whl")  # a newer source replaces it
+    assert len(nb.cells) == cells + 1 and "example.org/x.whl" in nb.cells[0].source
+    assert not first_cell.first_cell_is_install_cell(nb)
+    assert first_cell.first_cell_is_install_cell(nb, "https://example.org/x.whl")
+    nbformat.validate(nb)
+    copy = tmp_path / path.name
+    copy.write_text(without)
+    assert first_cell.main(["--check", str(copy)]) == 1
+    assert first_cell.main([str(copy)]) == 0 and first_cell.main(["--check", str(copy)]) == 0
+    once = copy.read_bytes()
+    assert first_cell.main([str(copy)]) == 0 and copy.read_bytes() == once  # unchanged the second time
+    executed = nbformat.read(copy, as_version=4)
+    executed.cells[0].execution_count = 1  # as make execute leaves it: kept as it is
+    nbformat.write(executed, copy)
+    once = copy.read_bytes()
+    assert first_cell.main([str(copy)]) == 0 and copy.read_bytes() == once
+
+
+def test_every_notebook_starts_with_the_install_cell():
+    """solutions/ and notebooks/ (the student versions, which the package ships): the first
+    cell of each is first_cell's, with its default source."""
+    paths = notebook_paths("solutions") + notebook_paths("notebooks")
+    assert len(paths) >= 18 and len(paths) == 2 * len(notebook_paths("solutions"))
+    missing = [str(p) for p in paths if not first_cell.first_cell_is_install_cell(nbformat.read(p, as_version=4))]
+    assert missing == []
