@@ -461,6 +461,8 @@ class GradingExecute(Execute):
                        f"{self.notebook_budget} s{counted}; this cell was not run")
             cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
             self._checks.budget_exceeded = True
+            if self._plans is not None and plan.is_test_cell(cell):  # its checks said not run, as data too
+                self._not_checked(cell, message)
             return cell, resources
         if cell.cell_type == "code" and not self._out_of_time and self._wall_left() <= 0:
             starved, measured = self._at_ceiling()
@@ -475,6 +477,8 @@ class GradingExecute(Execute):
             message = f"timed out: {self._out_of_time}; this cell was not run"
             cell.outputs = [error_output(BUDGET_ERROR, f"{BUDGET_ERROR}: {message}")]
             self._checks.budget_exceeded = True
+            if self._plans is not None and plan.is_test_cell(cell):  # its checks said not run, as data too
+                self._not_checked(cell, message)
             return cell, resources
         if self._plans is not None and plan.is_test_cell(cell):
             self._grade_test_cell(cell, index)
@@ -576,6 +580,13 @@ class GradingExecute(Execute):
             return RemoteError(errors[0].ename, str(errors[0].evalue)[:4000])
         return None
 
+    def _not_checked(self, cell, reason):
+        """A test cell the notebook's time ran out before: its first check recorded as not
+        run, with the reason (as a check after a stopped kernel is), so the status and the
+        report say why its points are 0."""
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        self._checks.outcomes[grade_id] = _first_not_checked(self._plans.get(grade_id), reason)
+
     def _grade_test_cell(self, cell, index):
         from grader.checks.core import evaluate
         from grader.checks.exercises import EXERCISES
@@ -629,6 +640,17 @@ class GradingExecute(Execute):
         cell.outputs = outputs
         cell.execution_count = None
         self._checks.outcomes[grade_id] = outcomes
+
+
+def _first_not_checked(checks, reason):
+    """[the failed outcome of a test cell's first check, not run for `reason`] ([] without checks)."""
+    from grader.checks.exercises import EXERCISES
+
+    if not checks:
+        return []
+    check = checks[0]
+    seed = (draw_seed() if check.seed is None else check.seed) if check.hidden else None
+    return [_timed_out(EXERCISES[check.exercise], check, seed, reason)]
 
 
 def with_unseen_twins(checks):

@@ -96,6 +96,10 @@ def test_a_notebook_that_sleeps_is_graded_once_with_its_early_points(tmp_path):
                for text in slept[1:]), slept[1:]
     entry = Status(root).get("sleeper", A)
     assert entry["status"] == GRADED and entry["fingerprint"]
+    for cell in SECOND:  # each test cell not reached says so in the status, as the report reads it
+        [outcome] = entry["notebooks"][A]["outcomes"][cell]
+        assert not outcome["passed"] and "not checked: timed out: the notebook used up its time budget" \
+            in outcome["message"], outcome
     assert _run(root, SLEEP_BUDGET) == ([], 1)  # graded once: the next run skips it
 
 
