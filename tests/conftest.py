@@ -33,7 +33,8 @@ FULL_GRADING = {
     "install/test_install.py", "install/test_bundle.py", "install/test_student_install.py",
     "notebooks/test_notebooks.py", "notebooks/test_cache_demo.py",
     "browser/test_browser.py", "browser/test_lab.py", "checks/test_gpu_check.py",
-    "instructor/test_feedback_pages.py", "instructor/test_class_size.py", "grading/test_timeouts.py"}  # paths under tests/
+    "instructor/test_feedback_pages.py", "instructor/test_class_size.py", "grading/test_timeouts.py",
+    "checks/test_attempts.py"}  # paths under tests/ (the attempts: `pytest tests/checks/test_attempts.py` alone)
 
 
 def _under_tests(path):

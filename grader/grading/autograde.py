@@ -528,6 +528,11 @@ class Grading:
         futures, shared = {}, {}
         running = as_completed(with_results=True, raise_errors=False)
         window = {"size": 4, "asked": 0.0}
+        # Dask charges a worker's death to every task on that worker, the ones waiting behind
+        # the running one too: a submission whose workers died is graded again alone at the
+        # end (nothing else in flight), so a classmate queued beside a crashing notebook is
+        # graded, and only a submission that kills a worker by itself needs attention.
+        suspects, alone = [], set()
 
         def submit_more():
             if time.monotonic() - window["asked"] > 5:  # workers come and go on a cluster
@@ -536,16 +541,22 @@ class Grading:
             while len(futures) < window["size"]:
                 item = next(jobs, None)
                 if item is None:
+                    if suspects and not futures:
+                        job, fp = suspects.pop(0)
+                        alone.add((job.student, job.assignment))
+                        submit(job, fp, suffix="-alone")
                     return
-                job, fp = item
-                if job.assignment not in shared:  # sent once; a task that needs it fetches it
-                    data = self._shared(job.assignment, workdir)
-                    shared[job.assignment] = client.submit(_shared_data, data, pure=False,
-                                                           key=f"assignment-{job.assignment}-{fp[:12]}")
-                key = f"grade-{job.student}-{job.assignment}-{fp[:12]}"
-                future = client.submit(self.task, job, expected, shared[job.assignment], key=key, pure=False)
-                futures[future] = (job, fp)
-                running.add(future)
+                submit(*item)
+
+        def submit(job, fp, suffix=""):
+            if job.assignment not in shared:  # sent once; a task that needs it fetches it
+                data = self._shared(job.assignment, workdir)
+                shared[job.assignment] = client.submit(_shared_data, data, pure=False,
+                                                       key=f"assignment-{job.assignment}-{fp[:12]}")
+            key = f"grade-{job.student}-{job.assignment}-{fp[:12]}{suffix}"
+            future = client.submit(self.task, job, expected, shared[job.assignment], key=key, pure=False)
+            futures[future] = (job, fp)
+            running.add(future)
 
         try:
             submit_more()
@@ -555,6 +566,11 @@ class Grading:
                     result = outcome
                 else:
                     err = outcome[1] if isinstance(outcome, tuple) and len(outcome) == 3 else outcome
+                    if isinstance(err, KilledWorker) and (job.student, job.assignment) not in alone:
+                        suspects.append((job, fp))  # graded again alone once the rest is done
+                        future.release()
+                        submit_more()
+                        continue
                     if isinstance(err, KilledWorker):
                         # Its fingerprint is recorded: later runs do not try it again (and lose
                         # workers again) until the submission or the grader changes.
@@ -694,7 +710,8 @@ def _killed_reason(client, err):
             memory = ", the last one by going over its memory limit"
     except Exception:
         pass
-    return (f"grading it killed {tries} workers, one after another{memory}: a notebook whose "
+    return (f"grading it killed {tries} workers, one after another{memory}, also when it was "
+            "graded alone: a notebook whose "
             "outputs do not fit in a worker's memory, or a crash; not graded, and not tried "
             "again until the submission or the grader changes (FORCE=1 tries it now)")
 
