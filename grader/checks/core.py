@@ -63,15 +63,16 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
 def _passed(case, graded, quiet):
     """The passed check's result, with its notes, printed with a tick unless quiet."""
     notes = ()
-    if case.used:
-        notes = (f"note: {case.used} does the whole exercise; it passes here, but a graded run gives "
-                 "this check no points.",)
+    if case.used:  # said where it cannot be missed among the ticks: a graded run gives it 0
+        notes = (f"scores 0 when graded: {case.used} does the whole exercise; write the computation "
+                 "yourself.",)
     note = diagnosis.globals_note(case.facts(instance=False)) if not graded else None
     notes += (note,) if note else ()
     note = diagnosis.passing_note(case.exercise, case.inputs, case.facts)
     notes += (note,) if note else ()
     if not quiet:
-        print(f"\u2713 {case.label}" + "".join(f"\n  {note}" for note in notes))
+        mark = "\u26a0" if case.used else "\u2713"  # passes here, but not in a graded run
+        print(f"{mark} {case.label}" + "".join(f"\n  {note}" for note in notes))
     return CheckResult(case.label, notes)
 
 

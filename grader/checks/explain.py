@@ -72,7 +72,14 @@ def _explain_shortcut(case, err):
 
 
 def _explain_wrong_output(case, err):
-    found = case.explain(safe_cpu64(err.out))
+    out = err.out
+    if (isinstance(out, torch.Tensor) and not (out.is_floating_point() or out.is_complex())
+            and err.detail.finding == "dtype"):  # its values as float would say the wrong thing
+        found = diagnosis.Finding("integer_division", f"{out.dtype} values: a division rounds down to 0",
+                                  "make the tensor float (torch.ones(...) without a dtype is float32) "
+                                  "and divide with /, not //.")
+    else:
+        found = case.explain(safe_cpu64(out))
     return Failure(f"{err.detail}{named(found)}", finding_key(found) or err.detail.finding,
                    err.detail.finding_name)
 

@@ -74,10 +74,16 @@ def _broadcast(m, ctx):
     if reduced and "keepdim" not in set((ctx.facts or {}).get("keywords", ())):
         article = "an" if reduced[0][0] in "aeiou" else "a"
         hint = f"{article} {reduced[0]}(...) without keepdim=True lost its dim; keep it with keepdim=True"
+    elif ({name_number(a, ctx.sz), name_number(b, ctx.sz)} == {"B", "T"}
+          and not {"unsqueeze", "view", "reshape", "transpose", "permute", "mT", "expand"} & _attrs(ctx.facts)):
+        # nothing moved a dim: a tensor was built with B where T belongs
+        return Finding("size_from_wrong_dim", f"shapes do not line up: {ctx.nm(a)} meets {ctx.nm(b)} "
+                       f"(dimension {d}), and no dim was moved",
+                       f"a tensor was built with B where T belongs: T read from the wrong dim? {ctx.how('T')}.")
     elif {name_number(a, ctx.sz), name_number(b, ctx.sz)} == {"B", "T"}:
-        hint = ("one tensor has T where the other has B: a (T, C) tensor lines up with (B, T, C) "
-                "from the right as it is; an unsqueeze, view or transpose that puts T in front of "
-                "another dim breaks that")
+        hint = (f"one tensor has T where the other has B: T read from the wrong dim ({ctx.how('T')})? "
+                "Or an unsqueeze, view or transpose that put T in front of another dim: a (T, C) "
+                "tensor lines up with (B, T, C) from the right as it is")
     elif len(_last_two(ctx)) == 2 and {ctx.size(a), ctx.size(b)} == set(_last_two(ctx)) \
             and d == len(ctx.names) - 1 and "unsqueeze" not in _attrs(ctx.facts):
         first, last = _last_two(ctx)

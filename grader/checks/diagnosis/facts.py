@@ -98,9 +98,23 @@ def parameter_finding(expected, yours, facts, used=None):
     differ = [n for n in want if n in yours and list(expected[n]) != list(yours[n])]
     if differ and set(want) == set(have):
         n = sorted(differ)[0]
+        mine, theirs = list(yours[n]), list(expected[n])
+        if ("proj" in n and len(mine) == 2 == len(theirs) and mine[0] == theirs[0] and 0 < mine[1] < theirs[1]
+                and theirs[1] % mine[1] == 0):
+            return Finding("heads_not_concatenated", f"{n} takes {mine[1]} inputs, not {theirs[1]}",
+                           f"the {theirs[1] // mine[1]} heads' outputs are concatenated along the last "
+                           f"dim (torch.cat) into {theirs[1]} features before {n.rsplit('.', 1)[0]}, "
+                           "not summed or averaged into one head's size.")
         return Finding("parameter_shapes", f"{n} is {shape(yours[n])}, not {shape(expected[n])}",
                        "build the layers from the sizes you are given, in the order of the "
-                       "signature (C, head_size, block_size, causal).")
+                       "exercise's signature.")
+    raw = sorted(n for n in have if "." not in n)  # tensors held directly, not layers' weights
+    layers = sorted({n.split(".")[0] for n in want if n.endswith(".weight")})
+    if raw and layers and len(raw) >= len(layers):
+        return Finding("raw_parameters", f"nn.Parameter tensors ({', '.join(raw[:3])}) instead of "
+                       f"nn.Linear layers", f"make {', '.join(layers)} nn.Linear layers, as the "
+                       "exercise says: each holds its weight as (out_features, in_features) and "
+                       "applies it as x @ weight.T.")
     if len(want) == len(have) and sorted(want) != sorted(have):
         return Finding("parameter_names", "the right kind of layers under other names",
                        "the check loads weights by name: use the attribute names the exercise gives.")
@@ -199,6 +213,10 @@ def refine(mistake, facts):
         return Finding("nan_to_num_early", "nan_to_num before the softmax",
                        "it turns -inf into a finite number, so a fully masked row comes out uniform: "
                        "call nan_to_num(0.0) on the weights, after the softmax.")
+    if key == "inverted_mask" and "scaled_dot_product_attention" in attrs:
+        return Finding(key, mistake.name, "F.scaled_dot_product_attention reads a boolean attn_mask "
+                       "the other way round (True = may attend), while the course's mask hides with "
+                       "True: pass ~mask.")
     if key == "mask_ignored" and "masked_fill" in (facts or {}).get("discarded", ()):
         return Finding("not_assigned", "the mask has no effect: is masked_fill's result kept?",
                        "masked_fill returns a new tensor and leaves wei as it was: wei = wei.masked_fill(...).")
