@@ -9,7 +9,7 @@ puts the cell first in each notebook (replacing an earlier version of it, never 
 second), or with --check lists the notebooks whose first cell is not it (exit status 1).
 By default the cell installs the package's wheel that the student put in the notebook's
 folder (on a hosted service: uploaded beside it), and says so where there is none. SOURCE,
-for a course that publishes the package, is what `%pip install` gets where no wheel is
+for a course that publishes the package, is what pip installs where no wheel is
 there: the package's name on the course's index (attention-course-student==0.1.0) or the
 address of the wheel (https://example.org/attention_course_student-0.1.0-py3-none-any.whl).
 Never a name the course has not published: anyone could publish that name on PyPI, and the
@@ -31,12 +31,23 @@ MARKER = "# The course's package"  # the cell's first line: recognised even with
 WHEEL_PATTERN = DISTRIBUTION.replace("-", "_") + "-*.whl"  # the wheel's file name (PEP 427)
 
 
+# pip run by the kernel's own Python (never a shell: IPython's %pip needs `sh` on the PATH
+# or in $SHELL, which a kernel started with a bare environment lacks), its lines printed
+# in the cell as they come, and its failure raised.
+PIP = ("    _pip = subprocess.Popen([sys.executable, \"-m\", \"pip\", \"install\", _wheel[-1]],\n"
+       "                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
+       "    for _line in _pip.stdout:\n"
+       "        print(_line, end=\"\")\n"
+       "    if _pip.wait():\n"
+       "        raise RuntimeError(\"pip could not install the course's package: its messages are above\")")
+
+
 def install_cell_source(source=DEFAULT_SOURCE):
-    """The cell's code: a %pip install guarded by an import, so that it costs nothing where
+    """The cell's code: a pip install guarded by an import, so that it costs nothing where
     the course's packages are importable (the next cell imports them anyway). The newest
     wheel of the package in the notebook's folder, else source; without a source, a message
     saying what to upload. pip is not --quiet: where torch is missing too, the download is
-    long and its progress shows. No importlib: the grading scan flags import machinery in a
+    long and what pip says shows. No importlib: the grading scan flags import machinery in a
     cell a student changed."""
     head = (f"{MARKER}: installed here only where this Python lacks it (a hosted notebook\n"
             "# service such as Colab), from its wheel in this notebook's folder; anywhere else this\n"
@@ -44,16 +55,16 @@ def install_cell_source(source=DEFAULT_SOURCE):
             "try:\n"
             "    import grader, notebook_helpers\n"
             "except ImportError:\n"
+            "    import subprocess, sys\n"
             "    from glob import glob\n")
     if source:
-        return head + (f"    _wheel = sorted(glob(\"{WHEEL_PATTERN}\")) or [\"{source}\"]\n"
-                       "    %pip install {_wheel[-1]}")
+        return head + f"    _wheel = sorted(glob(\"{WHEEL_PATTERN}\")) or [\"{source}\"]\n" + PIP
     return head + (f"    _wheel = sorted(glob(\"{WHEEL_PATTERN}\"))\n"
                    "    if not _wheel:\n"
                    "        raise FileNotFoundError(\"this Python lacks the course's package: upload its wheel \"\n"
                    f"                                \"({WHEEL_PATTERN.replace('*', VERSION + '-py3-none-any')}) into \"\n"
                    "                                \"this notebook's folder, then run this cell again\")\n"
-                   "    %pip install {_wheel[-1]}")
+                   + PIP)
 
 
 def install_cell(source=DEFAULT_SOURCE):
@@ -85,7 +96,7 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--source", default=DEFAULT_SOURCE,
-                        help="what %%pip installs where no wheel is beside the notebook: the package's name on "
+                        help="what pip installs where no wheel is beside the notebook: the package's name on "
                              "the course's index, or its wheel's address (default: none, the wheel is needed)")
     parser.add_argument("--check", action="store_true", help="only list the notebooks without it")
     args = parser.parse_args(argv)

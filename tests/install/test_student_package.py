@@ -98,21 +98,32 @@ def test_the_cpu_build_is_wanted_on_linux_without_a_driver_only():
 
 @pytest.fixture
 def shell(monkeypatch, tmp_path):
-    """IPython's own shell, as a notebook's kernel runs a cell (its %pip expanded there), with
-    a pip magic that records the line it was given instead of installing; cwd an empty
-    folder. Yields (run(source), the lines %pip got)."""
+    """IPython's own shell, as a notebook's kernel runs a cell, with a subprocess.Popen that
+    records the command it was given instead of running pip (and says one line, as pip
+    would); cwd an empty folder. Yields (run(source), the commands pip got)."""
+    import subprocess
+
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
     monkeypatch.chdir(tmp_path)
     ran = []
+
+    class Pip:
+        def __init__(self, command, **kwargs):
+            ran.append(command)
+            self.stdout = iter([f"Successfully installed {command[-1]}\n"])
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", Pip)
     ip = InteractiveShell.instance(config=Config({"HistoryManager": {"enabled": False}}))
-    ip.register_magic_function(ran.append, "line", "pip")
 
     def run(source):
         result = ip.run_cell(source, store_history=False)
         result.raise_error()
-        return ran
+        return [" ".join(command[1:]) for command in ran]
 
     try:
         yield run
@@ -120,7 +131,7 @@ def shell(monkeypatch, tmp_path):
         InteractiveShell.clear_instance()
 
 
-def test_the_first_cell_installs_the_package_only_where_it_is_missing(shell, monkeypatch, tmp_path):
+def test_the_first_cell_installs_the_package_only_where_it_is_missing(shell, monkeypatch, tmp_path, capsys):
     source = first_cell.install_cell_source()
     assert shell(source) == []  # the course, the package, a grading kernel (its stub)
     monkeypatch.setitem(sys.modules, "notebook_helpers", None)  # `import notebook_helpers` fails
@@ -128,13 +139,32 @@ def test_the_first_cell_installs_the_package_only_where_it_is_missing(shell, mon
                                                 r"\.whl\) into this notebook's folder, then run this cell again"):
         shell(source)  # no wheel, and no name it could be installed by from someone else's upload
     url = "https://example.org/attention_course_student-0.1.0-py3-none-any.whl"
-    assert shell(first_cell.install_cell_source(url)) == [f"install {url}"]  # a course that publishes it
+    assert shell(first_cell.install_cell_source(url)) == [f"-m pip install {url}"]  # a course that publishes it
+    assert f"Successfully installed {url}" in capsys.readouterr().out  # what pip says shows in the cell
     monkeypatch.setitem(sys.modules, "grader", None)
     for name in ("attention_course_student-0.1.0-py3-none-any.whl", "attention_course_student-0.2.0-py3-none-any.whl"):
         (tmp_path / name).write_bytes(b"")  # uploaded beside the notebook: the newest is taken
-    assert shell(source)[-1] == "install attention_course_student-0.2.0-py3-none-any.whl"
-    assert shell(first_cell.install_cell_source(url))[-1] == "install attention_course_student-0.2.0-py3-none-any.whl"
+    assert shell(source)[-1] == "-m pip install attention_course_student-0.2.0-py3-none-any.whl"
+    assert shell(first_cell.install_cell_source(url))[-1] == "-m pip install attention_course_student-0.2.0-py3-none-any.whl"
     assert "importlib" not in source and "--quiet" not in source  # pip's progress shows
+    assert "%" not in source and "!" not in source  # no magic, no shell: a bare kernel's PATH has no `sh`
+
+
+def test_the_first_cell_says_when_pip_fails(shell, monkeypatch, tmp_path):
+    import subprocess
+
+    class Failing:
+        def __init__(self, command, **kwargs):
+            self.stdout = iter(["ERROR: No matching distribution found for torch\n"])
+
+        def wait(self):
+            return 1
+
+    monkeypatch.setattr(subprocess, "Popen", Failing)
+    monkeypatch.setitem(sys.modules, "grader", None)
+    (tmp_path / "attention_course_student-0.1.0-py3-none-any.whl").write_bytes(b"")
+    with pytest.raises(RuntimeError, match="pip could not install the course's package: its messages are above"):
+        shell(first_cell.install_cell_source())
 
 
 def test_the_first_cell_is_put_first_once_and_replaces_an_older_one(tmp_path):
