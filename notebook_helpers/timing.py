@@ -63,3 +63,26 @@ def plot_timings(timings, Ts, title, ylabel):
     if timings:
         ax.legend(fontsize=8)
     plt.show()
+
+
+def timed_generation(model, idx, max_new_tokens, block_size=None):
+    """Greedy generation from a model with a key/value cache (notebook 08's CachedLM: its
+    `attn` has `reset_cache()`, and it returns the logits of the token after the last one).
+    With block_size, the cache is emptied at every step and the last block_size tokens are
+    run again (no cache); without it, the prompt is run once and then each new token alone.
+    Returns the ids (B, T + max_new_tokens), the CPU seconds of every step, and the logits
+    each step chose from, (max_new_tokens, B, vocab_size)."""
+    times, chosen = [], []
+    model.attn.reset_cache()
+    logits = None if block_size else model(idx)  # (B, vocab_size): the prompt, once
+    for _ in range(max_new_tokens):
+        start = time.process_time()
+        if block_size:  # no cache: forget everything and run the whole context again
+            model.attn.reset_cache()
+            logits = model(idx[:, max(0, idx.shape[1] - block_size):])  # (B, vocab_size)
+        chosen.append(logits)
+        idx = torch.cat([idx, logits.argmax(-1, keepdim=True)], dim=1)  # (B, T + 1): the most likely token
+        if not block_size:
+            logits = model(idx[:, -1:])  # only the newest token
+        times.append(time.process_time() - start)
+    return idx, times, torch.stack(chosen)

@@ -102,6 +102,14 @@ def _bow_future(x):
     return ref.bag_of_words(x.flip(1)).flip(1)
 
 
+def _bow_halved(x):
+    """out[t] = (out[t-1] + x[t]) / 2: each new token weighs 1/2, the oldest ever less."""
+    out = [x[:, 0]]
+    for t in range(1, x.shape[1]):
+        out.append((out[-1] + x[:, t]) / 2)
+    return torch.stack(out, 1)  # (B, T, C)
+
+
 BAG_OF_WORDS = (
     Mistake("leaves_out_self", "token t left out of its own average",
             "average x[b, :t+1] (tokens 0..t inclusive), not x[b, :t].", _bow_leaves_out_self),
@@ -113,6 +121,10 @@ BAG_OF_WORDS = (
             lambda x: x.mean(1, keepdim=True).expand_as(x)),
     Mistake("averages_future", "tokens average the future instead of the past",
             "slice x[b, :t+1] (up to t), not x[b, t:] (from t on).", _bow_future),
+    Mistake("halved_update", "each step halves: out[t] = (out[t-1] + x[t]) / 2",
+            "that weighs the newest token 1/2 and the first ones almost nothing; the mean of tokens "
+            "0..t weighs each 1/(t+1): out[t-1] + (x[t] - out[t-1]) / (t + 1), or the mean of x[b, :t+1].",
+            _bow_halved),
 )
 
 
@@ -137,6 +149,12 @@ def _weights_columns(T):
     return wei / wei.sum(0, keepdim=True)
 
 
+def _weights_below_diagonal(T):
+    """tril(..., diagonal=-1) normalised: row 0 has nothing left (0), row t averages 0..t-1."""
+    wei = torch.tril(torch.ones(T, T, dtype=torch.float64), diagonal=-1)
+    return wei / wei.sum(1, keepdim=True).clamp(min=1)
+
+
 def _weights_upper(T):
     wei = torch.triu(torch.ones(T, T, dtype=torch.float64))
     return wei / wei.sum(1, keepdim=True)
@@ -155,6 +173,9 @@ RUNNING_AVERAGE_WEIGHTS = (
     Mistake("uniform", "uniform weights 1/T everywhere",
             "the weights must be lower-triangular: zero for the future.",
             lambda T: torch.full((T, T), 1.0 / T, dtype=torch.float64)),
+    Mistake("leaves_out_self", "the diagonal left out: row t averages tokens 0..t-1, row 0 nothing",
+            "tril(..., diagonal=-1) drops the diagonal; keep tril's default diagonal=0, so token t is "
+            "in its own average.", _weights_below_diagonal),
 )
 
 
@@ -244,7 +265,7 @@ def _head(x, w_query, w_key, w_value, causal=True, block_size=None, *, values="v
     elif causal and mask == "cpu":
         m = _cpu_mask(T, x.device)
     attend.setdefault("factor", 1.0)
-    return _attend(q, k, v if values == "v" else x, m, **attend)
+    return _attend(q, k, {"v": v, "x": x, "q": q, "k": k}[values], m, **attend)
 
 
 HEAD = (
@@ -256,6 +277,12 @@ HEAD = (
     Mistake("aggregates_x", "weights applied to x instead of v",
             "the weights mix the values, self.value(x), not x itself.",
             lambda *a: _head(*a, values="x")),
+    Mistake("aggregates_queries", "weights applied to the queries instead of the values",
+            "the weights mix the values: weights @ v, with v = self.value(x).",
+            lambda *a: _head(*a, values="q")),
+    Mistake("aggregates_keys", "weights applied to the keys instead of the values",
+            "the weights mix the values: weights @ v, with v = self.value(x).",
+            lambda *a: _head(*a, values="k")),
     Mistake("queries_keys_swapped", "queries and keys swapped",
             "the scores are the queries times the keys (transposed), not the other way round: "
             "row t holds what query t finds in every key.",
@@ -322,7 +349,7 @@ SCALED_DOT_PRODUCT_ATTENTION = (
 # --- 06: multi-head attention --------------------------------------------------------
 
 def _mha(x, w_query, w_key, w_value, w_proj, b_proj, causal=True, block_size=None, *,
-         layout="heads", project=True, scale_by="head_size", **attend):
+         layout="heads", project=True, scale_by="head_size", bias_times=1, **attend):
     B, T, C = x.shape
     n_heads, head_size, _ = w_query.shape
     q = x @ w_query.reshape(-1, C).mT  # (B, T, n_heads * head_size)
@@ -343,7 +370,7 @@ def _mha(x, w_query, w_key, w_value, w_proj, b_proj, causal=True, block_size=Non
             else ref.causal_mask(T, x.device)
     out = _attend(q, k, v, m, **attend)  # (B, nh, T, hs)
     out = out.transpose(1, 2).reshape(B, T, n_heads * head_size)
-    return out @ w_proj.mT + b_proj if project else out
+    return out @ w_proj.mT + bias_times * b_proj if project else out
 
 
 MULTI_HEAD_ATTENTION = (
@@ -358,6 +385,10 @@ MULTI_HEAD_ATTENTION = (
     Mistake("missing_projection", "output projection missing",
             "after concatenating the heads, apply self.proj (n_heads * head_size -> C).",
             lambda *a: _mha(*a, project=False)),
+    Mistake("bias_per_head", "proj's bias added once per head",
+            "summing each head's share of proj adds the bias n_heads times: concatenate the heads "
+            "(torch.cat(..., dim=-1)) and apply self.proj once.",
+            lambda *a: _mha(*a, bias_times=a[1].shape[0])),
     Mistake("missing_scale", MISSING_SCALE, MISSING_SCALE_HINT, lambda *a: _mha(*a, scale=None)),
     Mistake("scale_by_C", "scores scaled by C ** -0.5 instead of head_size ** -0.5",
             "the dot products are over head_size numbers, so scale by head_size ** -0.5.",

@@ -61,19 +61,21 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
 
 
 def _passed(case, graded, quiet):
-    """The passed check's result, with its notes, printed with a tick unless quiet."""
+    """The passed check's result, with its notes, printed with a tick unless quiet. A check
+    passed with a forbidden function gets a warning mark, and its last line, marked as a
+    failure, says that a graded run gives it 0: nothing printed after it hides it."""
     notes = ()
-    if case.used:  # said where it cannot be missed among the ticks: a graded run gives it 0
-        notes = (f"scores 0 when graded: {case.used} does the whole exercise; write the computation "
-                 "yourself.",)
     note = diagnosis.globals_note(case.facts(instance=False)) if not graded else None
     notes += (note,) if note else ()
     note = diagnosis.passing_note(case.exercise, case.inputs, case.facts)
     notes += (note,) if note else ()
+    zero = (f"scores 0 when graded: {case.used} does the whole exercise; write the computation "
+            "yourself.",) if case.used else ()
     if not quiet:
         mark = "\u26a0" if case.used else "\u2713"  # passes here, but not in a graded run
-        print(f"{mark} {case.label}" + "".join(f"\n  {note}" for note in notes))
-    return CheckResult(case.label, notes)
+        print(f"{mark} {case.label}" + "".join(f"\n  {note}" for note in notes)
+              + "".join(f"\n\u2717 {note}" for note in zero))
+    return CheckResult(case.label, notes + zero)
 
 
 def evaluate(exercise, student, focus="values", *, hidden=False, seed=None, device=None,

@@ -125,7 +125,9 @@ def torch_sdpa(q, k, v, mask=None):
 def test_shortcut_passes_with_a_note_in_the_lab_and_fails_when_graded(capsys):
     result = run_check(EXERCISES["scaled_dot_product_attention"], torch_sdpa, "values")
     out = capsys.readouterr().out
-    assert out.startswith("\u26a0 ") and "scores 0 when graded: F.scaled_dot_product_attention does the whole exercise" in out
+    assert out.startswith("\u26a0 ")  # not a tick: and its last line, marked as a failure, says why
+    assert out.splitlines()[-1].startswith("\u2717 scores 0 when graded: F.scaled_dot_product_attention "
+                                           "does the whole exercise")
     assert len(out.splitlines()) == 2 and result.notes
     with pytest.raises(CheckError, match="uses F.scaled_dot_product_attention") as info:
         run_check(EXERCISES["scaled_dot_product_attention"], torch_sdpa, "values", graded=True)

@@ -354,3 +354,65 @@ def test_no_hint_holds_an_answer_line():
               for module, line, text in message_strings()
               for code, notebook in lines.items() if code in text]
     assert not leaked, "\n".join(leaked)
+
+
+# --- what a newcomer found on screen after the comparison above passed ------------------
+# Shapes of an answer too short, or spread too thin, for the trees above: each pinned where
+# the newcomer met it, by its structure.
+
+def _code_cells(notebook):
+    """(index, parsed source) of the released notebook's code cells a student reads."""
+    path = ROOT / "notebooks" / notebook / f"{notebook}.ipynb"
+    for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
+            source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            yield index, ast.parse(source)
+
+
+def _loops_slicing_to_their_index(tree):
+    """The for loops whose body slices up to their own variable + 1 (`x[b, : t + 1]`): 01's answer."""
+    found = []
+    for loop in (n for n in ast.walk(tree) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)):
+        for node in ast.walk(loop):
+            upper = node.upper if isinstance(node, ast.Slice) else None
+            if (isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add)
+                    and isinstance(upper.left, ast.Name) and upper.left.id == loop.target.id):
+                found.append(loop.lineno)
+    return found
+
+
+def _generation_loops(tree):
+    """The loops that grow a sequence of ids by torch.cat along dim 1: 07's generate."""
+    found = []
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        for call in (n for n in ast.walk(loop) if isinstance(n, ast.Call)):
+            if (isinstance(call.func, ast.Attribute) and call.func.attr == "cat"
+                    and any(k.arg == "dim" and isinstance(k.value, ast.Constant) and k.value.value == 1
+                            for k in call.keywords)):
+                found.append(loop.lineno)
+    return found
+
+
+def test_01_draws_its_weights_from_numbers_not_from_the_answer_s_loop():
+    found = [i for i, tree in _code_cells("01_bag_of_words") if _loops_slicing_to_their_index(tree)]
+    assert not found, f"01's cells {found} slice up to a loop's index + 1, Part A's answer"
+    assert _loops_slicing_to_their_index(ast.parse("for t in range(8):\n    w[t, : t + 1] = 1 / (t + 1)"))
+
+
+@pytest.mark.parametrize("notebook", ["08_attention_at_scale"])  # 09's WindowLM cell still runs its own loop
+def test_no_later_notebook_shows_07_s_generation_loop(notebook):
+    found = [i for i, tree in _code_cells(notebook) if _generation_loops(tree)]
+    assert not found, f"{notebook}'s cells {found} generate in a loop, as 07's Part C does"
+    assert _generation_loops(ast.parse("for _ in range(n):\n    idx = torch.cat([idx, nxt], dim=1)"))
+
+
+def test_09_s_hints_name_the_pairs_without_writing_their_slices():
+    """The hints of apply_rope say what the pairs are; the strided slices that take them
+    (`x[..., 0::2]`) are the answer's first step."""
+    path = ROOT / "notebooks" / "09_attention_in_todays_models" / "09_attention_in_todays_models.ipynb"
+    hints = [c.source for c in nbformat.read(path, as_version=4).cells
+             if c.cell_type == "markdown" and "Hint 1: the idea" in c.source]
+    strided = re.compile(r"\[[^\]`]*::2\]")
+    assert strided.search("`x[..., 0::2]`") and strided.search("`x[..., ::2]`")
+    shown = [strided.search(h).group() for h in hints if strided.search(h)]
+    assert hints and not shown, f"09's hints write the pairs' slices: {shown}"

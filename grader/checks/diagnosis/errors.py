@@ -91,6 +91,10 @@ def _broadcast(m, ctx):
                        f"the {last} of a ({', '.join(ctx.names)}) tensor",
                        f"tensors line up from the right: give it a size-1 last dim (.unsqueeze(-1), or "
                        f"keepdim=True on the reduction that made it), shape (..., {first}, 1).")
+    elif {name_number(a, ctx.sz), name_number(b, ctx.sz)} == {"n_heads", "T"}:
+        hint = ("one tensor has its heads where the other has time: each of q, k and v transposed exactly "
+                "once, (B, T, n_heads, head_size) -> (B, n_heads, T, head_size)? A (T, T) mask lines up "
+                "with the (B, n_heads, T, T) scores from the right as it is, with no unsqueeze")
     elif d == 0:
         hint = "the leading dims disagree: a transpose or view moved a dim to the front; transpose the last two dims only (-2, -1)"
     else:

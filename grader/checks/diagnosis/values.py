@@ -113,9 +113,13 @@ def unfilled_finding(actual, expected, close, names):
             name = names[d] if names and d < len(names) else f"dim {d}"
             where = ", ".join(map(str, zero[:4])) + (", ..." if len(zero) > 4 else "")
             where = at_indices(name, zero[0] if len(zero) == 1 else where)
-            return Finding("unfilled", f"right everywhere except {where}, left at 0",
-                           "those were never written: a loop that stops early (range(T - 1)?) "
-                           "or a return inside the loop.")
+            tail = zero == list(range(zero[0], actual.shape[d])) and zero[0] < actual.shape[d] - 1
+            size = names[d] if names and d < len(names) else "the size"
+            hint = (f"those were never written: a loop with a size written as a number (range({zero[0]})) "
+                    f"instead of read from the input ({size}), or one that stops early."
+                    if tail else "those were never written: a loop that stops early (range(T - 1)?) "
+                    "or a return inside the loop.")
+            return Finding("unfilled", f"right everywhere except {where}, left at 0", hint)
     return None
 
 

@@ -173,6 +173,12 @@ def _cache_error(numbers, sz, message):
         return diagnosis.Finding("cache_not_cropped", f"the cache grew to {grown[0]} entries, past block_size = {block_size}",
                                  "after appending, keep only the last block_size entries: the model attends "
                                  "to at most block_size tokens.")
+    bmm = re.search(r"batch2 tensor to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]", message)
+    if bmm and sz["head_size"] not in (int(bmm.group(1)), int(bmm.group(2))):
+        keys, values = int(bmm.group(1)), int(bmm.group(2))  # weights (.., T_new, keys) @ v (.., values, hs)
+        return diagnosis.Finding("kv_out_of_step", f"the weights cover {keys} keys but there are {values} values",
+                                 "the key and value caches must hold the same positions: append to both "
+                                 "and crop both alike (the same slice).")
     past = re.search(r"index (\d+) is out of bounds for dimension \d+ with size (\d+)", message)
     if past and int(past.group(2)) == block_size and int(past.group(1)) >= block_size:
         return diagnosis.Finding("cache_not_cropped", f"index {int(past.group(1))} written past the end of a cache of "

@@ -40,7 +40,7 @@ def bag_exercise(name, task, shortcuts):
     x_batch = batch_independent(["x"])
     return Exercise(
         name=name, call=call_function("x"), reference=registry.reference("bag_of_words"), draw=_draw_bag,
-        dims={"B": (3, (2, 5)), "T": (7, (9, 14)), "C": (5, (2, 9))}, distinct=("B", "T", "C"),  # hidden T above 8: a loop written for the demo's 8 tokens fails
+        dims={"B": (3, (2, 5)), "T": (10, (9, 14)), "C": (5, (2, 9))}, distinct=("B", "T", "C"),  # T above 8, visible and hidden: a loop written for the demo's 8 tokens fails
         shape=lambda i: (i["x"].shape, ("B", "T", "C")),
         focuses={
             "output": Focus("returns a (B, T, C) tensor like x", invariants=(FOLLOWS_INPUTS,)),

@@ -181,9 +181,14 @@ def _hidden_keys_unread(ctx):
         t[..., hidden, :] += 3 * noise_like(t[..., hidden, :])
         new[name] = t
     if not ctx.close(ctx.run(new), ctx.out):
-        return (f"keys {', '.join(map(str, hidden))} are hidden from every query (the mask is True in their "
+        said = (f"keys {', '.join(map(str, hidden))} are hidden from every query (the mask is True in their "
                 "whole column), yet changing them changed the output.\n"
                 "  mask is True where a query may NOT attend: those scores become -inf before the softmax.")
+        if ctx.close(ctx.run({**ctx.inputs, "mask": torch.zeros_like(ctx.inputs["mask"])}), ctx.out):
+            return (f"{said}\n  Likely mistake: the mask argument never used (the output is the same with "
+                    "no key hidden) — fill the scores where the given mask is True; do not build a mask "
+                    "of your own.", "mask_unused")
+        return said
 
 
 def _gqa_baselines(inputs):
