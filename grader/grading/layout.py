@@ -162,9 +162,6 @@ def gradebook_template(root, config, assignment, dest):
     copied row for row from the course gradebook) and no student: the start of each of
     its submissions' private gradebooks. Its cost follows the assignment, not the class.
     Returns its bytes."""
-    import sqlite3
-    from urllib.parse import quote
-
     from nbgrader.api import (Assignment, BaseCell, Gradebook, GradeCell, Notebook, SolutionCell, SourceCell,
                               TaskCell)
 
@@ -172,29 +169,41 @@ def gradebook_template(root, config, assignment, dest):
     dest.unlink(missing_ok=True)
     with Gradebook(f"sqlite:///{dest}", config.CourseDirectory.course_id):
         pass  # nbgrader creates its schema, its version and the course
+    copy_course_rows(root, dest, {
+        Assignment: "name = :name",
+        Notebook: "assignment_id IN (SELECT id FROM main.assignment)",
+        BaseCell: "notebook_id IN (SELECT id FROM main.notebook)",
+        GradeCell: "id IN (SELECT id FROM main.base_cell)",
+        SolutionCell: "id IN (SELECT id FROM main.base_cell)",
+        TaskCell: "id IN (SELECT id FROM main.base_cell)",
+        SourceCell: "notebook_id IN (SELECT id FROM main.notebook)",
+    }, {"name": assignment})
+    return dest.read_bytes()
+
+
+def copy_course_rows(root, dest, where, parameters=None, chosen=()):
+    """Copy rows of the course gradebook (root's gradebook.db, opened read-only) into the
+    gradebook at dest, table by table in where's order: {nbgrader model: SQL condition on
+    the course's rows}, which may name dest's rows copied so far (main.<table>), the
+    parameters, and a temporary table `chosen` holding the ids in chosen."""
+    import sqlite3
+    from urllib.parse import quote
+
     course = (Path(root) / "gradebook.db").resolve()
     con = sqlite3.connect(f"file:{quote(str(dest))}", uri=True)
     try:
         con.execute("ATTACH DATABASE ? AS course", (f"file:{quote(str(course))}?mode=ro",))
-        where = {
-            Assignment: "name = :name",
-            Notebook: "assignment_id IN (SELECT id FROM main.assignment)",
-            BaseCell: "notebook_id IN (SELECT id FROM main.notebook)",
-            GradeCell: "id IN (SELECT id FROM main.base_cell)",
-            SolutionCell: "id IN (SELECT id FROM main.base_cell)",
-            TaskCell: "id IN (SELECT id FROM main.base_cell)",
-            SourceCell: "notebook_id IN (SELECT id FROM main.notebook)",
-        }
+        con.execute("CREATE TEMP TABLE chosen (id TEXT PRIMARY KEY)")
+        con.executemany("INSERT INTO chosen VALUES (?)", [(i,) for i in chosen])
         for model, condition in where.items():
             table = model.__table__
             columns = ", ".join(f'"{c.name}"' for c in table.columns)
             con.execute(f'INSERT INTO main."{table.name}" ({columns}) SELECT {columns} FROM course."{table.name}" '
-                        f"WHERE {condition}", {"name": assignment})
+                        f"WHERE {condition}", parameters or {})
         con.commit()
         con.execute("DETACH DATABASE course")
     finally:
         con.close()
-    return dest.read_bytes()
 
 
 def add_students(root, config, students):

@@ -30,14 +30,12 @@ import itertools
 import json
 import os
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
-from urllib.parse import quote
 
 from grader.grading import extensions, late, layout, scores
 
@@ -249,28 +247,14 @@ def batch_gradebook(root, config, assignment, students, template, dest):
     from nbgrader.api import Comment, Grade, Student, SubmittedAssignment, SubmittedNotebook
 
     Path(dest).write_bytes(template)
-    course = (Path(root) / "gradebook.db").resolve()
-    con = sqlite3.connect(f"file:{quote(str(dest))}", uri=True)
-    try:
-        con.execute("ATTACH DATABASE ? AS course", (f"file:{quote(str(course))}?mode=ro",))
-        con.execute("CREATE TEMP TABLE chosen (id TEXT PRIMARY KEY)")
-        con.executemany("INSERT INTO chosen VALUES (?)", [(s,) for s in students])
-        where = {
-            Student: "id IN (SELECT id FROM chosen)",
-            SubmittedAssignment: "student_id IN (SELECT id FROM chosen) AND assignment_id IN "
-                                 "(SELECT id FROM main.assignment)",
-            SubmittedNotebook: "assignment_id IN (SELECT id FROM main.submitted_assignment)",
-            Grade: "notebook_id IN (SELECT id FROM main.submitted_notebook)",
-            Comment: "notebook_id IN (SELECT id FROM main.submitted_notebook)",
-        }
-        for model, condition in where.items():
-            table = model.__table__
-            columns = ", ".join(f'"{c.name}"' for c in table.columns)
-            con.execute(f'INSERT INTO main."{table.name}" ({columns}) SELECT {columns} FROM course."{table.name}" '
-                        f"WHERE {condition}")
-        con.commit()
-    finally:
-        con.close()
+    layout.copy_course_rows(root, dest, {
+        Student: "id IN (SELECT id FROM chosen)",
+        SubmittedAssignment: "student_id IN (SELECT id FROM chosen) AND assignment_id IN "
+                             "(SELECT id FROM main.assignment)",
+        SubmittedNotebook: "assignment_id IN (SELECT id FROM main.submitted_assignment)",
+        Grade: "notebook_id IN (SELECT id FROM main.submitted_notebook)",
+        Comment: "notebook_id IN (SELECT id FROM main.submitted_notebook)",
+    }, chosen=students)
     return Path(dest).read_bytes()
 
 
