@@ -1,5 +1,6 @@
 import gc
 import os
+import resource
 import sys
 
 from pathlib import Path
@@ -76,12 +77,53 @@ def pytest_collection_modifyitems(items):
 
 _FIGURES = []
 _BROWSER = {"seconds": 0.0, "tests": 0, "skipped": 0}
+_CPU = {}  # folder under tests/ -> CPU seconds of its tests (set-up, call and teardown)
+_CPU_KEY = pytest.StashKey[float]()
+
+
+def _cpu_seconds():
+    """User and system time of this process and of every process it started and waited for
+    (kernels, sandboxes, Dask workers, pip, make: reaped by their parents in turn)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    start = _cpu_seconds()
+    yield
+    item.stash[_CPU_KEY] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    start = _cpu_seconds()
+    yield
+    item.stash[_CPU_KEY] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    start = _cpu_seconds()
+    yield
+    item.stash[_CPU_KEY] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    report.user_properties.append(("cpu", item.stash.get(_CPU_KEY, 0.0)))  # reaches the xdist controller
+    item.stash[_CPU_KEY] = 0.0
 
 
 def pytest_runtest_logreport(report):
     for name, value in getattr(report, "user_properties", []):
         if name == "figure" and report.when == "call":
             _FIGURES.append(value)
+    cpu = [value for name, value in getattr(report, "user_properties", []) if name == "cpu"]
+    if cpu:
+        folder = report.nodeid.split("::")[0].removeprefix("tests/").rpartition("/")[0] or "."
+        _CPU[folder] = _CPU.get(folder, 0.0) + cpu[-1]  # the phase's own, the last one appended
     if "browser/test_browser.py::" in report.nodeid:  # their own time: set-up (lab, Chromium), calls, teardown
         _BROWSER["seconds"] += report.duration
         _BROWSER["tests"] += report.when == "call"
@@ -91,6 +133,10 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     for figure in _FIGURES:
         terminalreporter.write_line(f"verification: {figure}")
+    if _CPU:
+        by_folder = ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in sorted(_CPU.items(), key=lambda i: -i[1]))
+        terminalreporter.write_line(f"CPU seconds of the tests (user and system, processes they waited for "
+                                    f"included): {sum(_CPU.values()):.0f} in all; by folder: {by_folder}")
     if _BROWSER["tests"] or _BROWSER["skipped"]:
         terminalreporter.write_line(
             f"browser tests: {_BROWSER['tests']} run, {_BROWSER['skipped']} skipped, "
