@@ -737,6 +737,8 @@ def _online(scores, *, start=float("-inf"), rescale="right", guard=True, shift=T
             alpha = torch.exp(m - ref_m)
         elif rescale == "inverted":
             alpha = torch.exp(ref_m - m)
+        elif rescale == "inverted_guarded":  # the old maximum guarded too: -inf read as 0
+            alpha = torch.exp(ref_m - torch.where(m == float("-inf"), torch.zeros_like(m), m))
         else:
             alpha = torch.ones_like(l)
         if term == "old":  # the new score measured against the maximum before it
@@ -755,6 +757,10 @@ ONLINE_SOFTMAX = (
     Mistake("rescale_inverted", "rescaled by exp(m_new - m) instead of exp(m - m_new)",
             "the old terms shrink when the maximum grows: l = l * exp(m - m_new) + exp(x_j - m_new).",
             lambda scores: _online(scores, rescale="inverted")),
+    Mistake("rescale_inverted_guarded", "rescaled by exp(m_new - m) instead of exp(m - m_new)",
+            "the old terms shrink when the maximum grows: l = l * exp(m - m_new) + exp(x_j - m_new) "
+            "(a sum multiplied by exp(m_new - m) grows instead, and overflows on large scores).",
+            lambda scores: _online(scores, rescale="inverted_guarded")),
     Mistake("max_started_at_zero", "the running maximum started at 0",
             "start it at -inf: with 0, a row whose scores are all far below 0 underflows to "
             "exp(-1000) = 0 everywhere and divides 0 by 0.",
@@ -903,6 +909,8 @@ def _cache(x, w_query, w_key, w_value, w_proj, b_proj, n_heads, block_size, chun
             K, V = K[..., -size:, :], V[..., -size:, :]
         if K is None or append == "replace":
             K_new, V_new = k, v
+        elif append == "front":  # the new entries first, the cache after them
+            K_new, V_new = torch.cat([k, K], dim=cat_dim), torch.cat([v, V], dim=cat_dim)
         else:
             K_new = torch.cat([K, k], dim=cat_dim)
             V_new = torch.cat([V, v if v_appends == "v" else k], dim=cat_dim)
@@ -938,6 +946,10 @@ CACHED_ATTENTION = (
     Mistake("kept_oldest", "the cache cropped to its oldest entries",
             "keep the most recent block_size entries, the end of the cache, not the first ones.",
             lambda *a: _cache(*a, keep="first")),
+    Mistake("new_before_cache", "the new keys and values put in front of the cached ones",
+            "torch.cat([cache, new], dim=2): the cache keeps time order, oldest first, so that the "
+            "newest entries are the last ones (what the crop keeps and the mask's positions assume).",
+            lambda *a: _cache(*a, append="front")),
     Mistake("cache_cat_dim", "the cache extended along the heads' dim (dim=1) instead of time",
             "the cache is (B, n_heads, T, head_size): concatenate the new keys and values along "
             "T, dim 2.", lambda *a: _cache(*a, cat_dim=1)),

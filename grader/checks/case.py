@@ -85,6 +85,7 @@ class CheckCase:
     known: dict = field(default_factory=dict)
     focus_name: str = ""  # the focus's key in exercise.focuses
     hidden: bool = False
+    prefer: tuple = ()  # the mistakes earlier checks of this exercise named (grader.checks.recall)
 
     @property
     def key(self):
@@ -108,7 +109,7 @@ class CheckCase:
     def explain(self, actual=None, error=None):
         """The mistake that this output (or this exception) shows, if any (diagnose)."""
         return diagnose(self.exercise, self.inputs64_dev, actual, error, self.tol, facts=self.facts(),
-                        expected=self.reference(), names=list(self.shape_info[1]))
+                        expected=self.reference(), names=list(self.shape_info[1]), prefer=self.prefer)
 
 
 def prepare_case(exercise, student, focus, *, hidden, seed, device, dtype, fixed):

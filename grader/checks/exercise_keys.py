@@ -8,6 +8,8 @@ exercise to a notebook's module adds its key here."""
 import ast
 from pathlib import Path
 
+from grader.checks.parsing import parse
+
 FOLDER = Path(__file__).resolve().parent / "exercises"
 
 
@@ -19,7 +21,7 @@ def _module_keys(path):
     """The string keys EXERCISES is given at module level, in order: `EXERCISES = {...}`
     and `EXERCISES["key"] = ...` lines."""
     keys, found = [], False
-    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+    for node in parse(path.read_text(encoding="utf-8"), str(path)).body:
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
         target = node.targets[0]
@@ -40,7 +42,7 @@ def _module_keys(path):
 
 def read_keys(folder=FOLDER):
     notebooks = None
-    for node in ast.parse((folder / "__init__.py").read_text(encoding="utf-8")).body:
+    for node in parse((folder / "__init__.py").read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NOTEBOOKS" for t in node.targets):
             notebooks = [e.id for e in node.value.elts]
     if notebooks is None:

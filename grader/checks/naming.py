@@ -11,14 +11,17 @@ from grader.checks.compare import close, to_cpu64
 
 
 def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=None,
-             expected=None, names=None, analyse=True):
+             expected=None, names=None, analyse=True, prefer=()):
     """The catalogued mistake that reproduces this output (or this exception), if any;
     else, with analyse, what grader.checks.diagnosis infers from the output, the expected output
-    and the facts about the student's code (a Finding), or None."""
+    and the facts about the student's code (a Finding), or None. prefer: the keys of mistakes
+    an earlier check of the exercise named, tried first: where two mistakes give the same
+    output on this check's inputs, the one already shown to be the student's is named."""
     # a NameError (the student's object, or a name inside it, not defined) is raised by no
     # catalogued mistake: running the catalogue to match it would only cost time
     unmatchable = actual is None and error is not None and error_type(error) == "NameError"
-    for mistake in () if unmatchable else exercise.mistakes:
+    mistakes = sorted(exercise.mistakes, key=lambda m: m.key not in prefer) if prefer else exercise.mistakes
+    for mistake in () if unmatchable else mistakes:
         try:
             with quiet():
                 guess = mistake.fn(*inputs64.values())

@@ -46,6 +46,12 @@ class Recall:
             pass
         return ("local", key)
 
+    def named(self, case):
+        """The keys of the mistakes earlier checks of this exercise named for this version of
+        the student's code, first said first."""
+        seen = self._seen.get((case.exercise.key, self._who(case.student)), {})
+        return tuple(what[1] for what in seen if what[0] == "finding")
+
     def said(self, case, failure):
         """The failure as this check shows it: whole where it is the first to say it (or the
         same check again), else one line that points to the check that said it."""

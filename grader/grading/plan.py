@@ -13,6 +13,8 @@ import ast
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from grader.checks.parsing import parse
+
 PLAN_KEY = "grading_plan"
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
 HIDDEN_END = "### END HIDDEN TESTS"
@@ -69,7 +71,7 @@ def _constant(node, what, kinds):
 def derive(source, exercise_keys):
     """The checks a test cell's source calls, in order; PlanError when it cannot tell."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as err:
         raise PlanError(f"the test cell is not valid Python: {err.msg} (line {err.lineno})") from None
     hidden_lines = _hidden_lines(source)

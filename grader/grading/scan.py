@@ -47,6 +47,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
+from grader.checks.parsing import parse
+
 MAX_CELL_CHARS = 64 * 1024  # a cell longer than this is not read (flagged)
 MAX_SOURCE_CHARS = 1024 * 1024  # the student's cells read in all
 MAX_TREE_DEPTH = 100  # nesting of one cell's syntax tree
@@ -341,7 +343,7 @@ def _parse(text):
         raise Unreadable(f"it is {len(text) // 1024} KiB long; the grader reads cells of at most "
                          f"{MAX_CELL_CHARS // 1024} KiB")
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except (RecursionError, MemoryError, OverflowError) as err:
         raise Unreadable(f"Python's parser gave up on it ({type(err).__name__}): it nests too deep") from None
     if _too_deep(tree, MAX_TREE_DEPTH):
@@ -402,12 +404,12 @@ def magic_expressions(call):
     found = []
     for text in _expanded(magic[1]):
         try:
-            found.append(ast.parse(text, mode="eval").body)
+            found.append(parse(text, mode="eval").body)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # IPython cannot evaluate it either: the text stays as it is
     if magic[0] == "config" and "=" in magic[1]:
         try:  # IPython: exec("cfg." + line)
-            found += [n.value for n in ast.parse("cfg." + magic[1].strip()).body if isinstance(n, ast.Assign)]
+            found += [n.value for n in parse("cfg." + magic[1].strip()).body if isinstance(n, ast.Assign)]
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
     for expr in found:

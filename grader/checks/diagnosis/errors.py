@@ -107,7 +107,18 @@ def _broadcast(m, ctx):
 
 
 def _expanded(m, ctx):
+    """torch says this for .expand() asked to stretch a dim that is not of size 1, and for a
+    value assigned into a slot (out[b, t] = ...) whose shape does not fit it."""
     a, b, d = map(int, m.groups())
+    target = re.search(r"Target sizes: \[([^\]]*)\]", m.string)
+    if (target and "-1" in target.group(1).replace(" ", "").split(",")) or "expand" in _attrs(ctx.facts):
+        hint = ("expand only stretches a dim of size 1 (it copies nothing): a dim of "
+                f"{ctx.nm(b)} cannot become {ctx.nm(a)}")
+        if (ctx.size(b), ctx.size(a)) == ("n_kv_heads", "n_heads"):
+            hint += (": to give each query head its key/value head, repeat each along dim 1 "
+                     "(repeat_interleave), or add a group dim of size 1 first and expand that")
+        return Finding("expand_non_singleton", f"expand asked to turn a dim of size {ctx.nm(b)} into "
+                       f"{ctx.nm(a)} (dimension {d})", hint + ".")
     return Finding("broadcast", f"a slot of size {ctx.nm(a)} given a tensor of size {ctx.nm(b)} (dimension {d})",
                    "the value assigned has the wrong shape: check which dim the reduction "
                    "(mean, sum) runs over.")
