@@ -522,7 +522,6 @@ class Grading:
 
     def _run_tasks(self, client, jobs, workdir):
         from distributed import as_completed
-        from distributed.scheduler import KilledWorker
 
         expected = environment()
         futures, shared = {}, {}
@@ -560,47 +559,67 @@ class Grading:
 
         try:
             submit_more()
-            for future, outcome in running:
-                job, fp = futures.pop(future)
-                if future.status == "finished":
-                    result = outcome
-                else:
-                    err = outcome[1] if isinstance(outcome, tuple) and len(outcome) == 3 else outcome
-                    if isinstance(err, KilledWorker) and (job.student, job.assignment) not in alone:
-                        suspects.append((job, fp))  # graded again alone once the rest is done
-                        future.release()
-                        submit_more()
-                        continue
-                    if isinstance(err, KilledWorker):
-                        # Its fingerprint is recorded: later runs do not try it again (and lose
-                        # workers again) until the submission or the grader changes.
-                        result = SubmissionResult(job.student, job.assignment, NEEDS_ATTENTION,
-                                                  _killed_reason(client, err))
-                    elif isinstance(err, UnfitWorker):
-                        raise RunStopped(f"{err}: start every worker from the same commit and "
-                                         "environment as this checkout; everything finished so far "
-                                         "is recorded") from None
-                    elif isinstance(err, (ImportError, AttributeError)):  # unpickling grade_task or a Job
-                        raise RunStopped(f"a worker cannot load the course's grader "
-                                         f"({type(err).__name__}: {str(err)[:200]}): start every "
-                                         "worker from the same commit and environment as this "
-                                         "checkout; everything finished so far is recorded") from None
-                    elif _scheduler_gone(client, err):
-                        raise RunStopped(self._lost_message(err)) from None
-                    else:
-                        result, fp = SubmissionResult(
-                            job.student, job.assignment, NEEDS_ATTENTION,
-                            f"the cluster could not grade it ({type(err).__name__}: "
-                            f"{str(err)[:200]}); the next run tries again"), None
-                future.release()  # the result leaves the cluster once merged
-                yield result, fp
-                submit_more()
+            idle = 0
+            while futures:
+                before = len(futures)
+                yield from self._collect(running, futures, client, suspects, alone, submit_more)
+                # as_completed can stop with futures still out (it reads its bookkeeping without
+                # its lock while its loop thread moves a result): wait for those again, never drop them
+                idle = idle + 1 if len(futures) == before else 0
+                if futures and idle > 600:
+                    raise RunStopped(f"the Dask client lost track of {len(futures)} submission(s) in flight; "
+                                     "everything finished so far is recorded: run again to grade the rest")
+                for future in list(futures):
+                    running.add(future)
+                if futures and idle:
+                    time.sleep(0.1)
         except (OSError, TimeoutError) as err:  # submit_more asking a scheduler that is gone
             raise RunStopped(self._lost_message(err)) from None
         finally:
             for future in list(futures) + list(shared.values()):
                 future.release()
 
+    def _collect(self, running, futures, client, suspects, alone, submit_more):
+        """(result, fingerprint) of the futures as_completed hands back, submitting more after each."""
+        from distributed.scheduler import KilledWorker
+
+        for future, outcome in running:
+            if future not in futures:  # handed back twice (it was waited for again): taken once
+                continue
+            job, fp = futures.pop(future)
+            if future.status == "finished":
+                result = outcome
+            else:
+                err = outcome[1] if isinstance(outcome, tuple) and len(outcome) == 3 else outcome
+                if isinstance(err, KilledWorker) and (job.student, job.assignment) not in alone:
+                    suspects.append((job, fp))  # graded again alone once the rest is done
+                    future.release()
+                    submit_more()
+                    continue
+                if isinstance(err, KilledWorker):
+                    # Its fingerprint is recorded: later runs do not try it again (and lose
+                    # workers again) until the submission or the grader changes.
+                    result = SubmissionResult(job.student, job.assignment, NEEDS_ATTENTION,
+                                              _killed_reason(client, err))
+                elif isinstance(err, UnfitWorker):
+                    raise RunStopped(f"{err}: start every worker from the same commit and "
+                                     "environment as this checkout; everything finished so far "
+                                     "is recorded") from None
+                elif isinstance(err, (ImportError, AttributeError)):  # unpickling grade_task or a Job
+                    raise RunStopped(f"a worker cannot load the course's grader "
+                                     f"({type(err).__name__}: {str(err)[:200]}): start every "
+                                     "worker from the same commit and environment as this "
+                                     "checkout; everything finished so far is recorded") from None
+                elif _scheduler_gone(client, err):
+                    raise RunStopped(self._lost_message(err)) from None
+                else:
+                    result, fp = SubmissionResult(
+                        job.student, job.assignment, NEEDS_ATTENTION,
+                        f"the cluster could not grade it ({type(err).__name__}: "
+                        f"{str(err)[:200]}); the next run tries again"), None
+            future.release()  # the result leaves the cluster once merged
+            yield result, fp
+            submit_more()
 
     def _lost_message(self, err):
         where = self.scheduler or "the embedded cluster"

@@ -12,8 +12,11 @@ from run_attempts import INDEX_AS_SIZE, Attempt, Failure, classify
 ATTEMPTS = run_attempts.attempts()
 
 
-@pytest.mark.parametrize("attempt", ATTEMPTS, ids=[a.id for a in ATTEMPTS])
+@pytest.mark.parametrize("attempt", [pytest.param(a, marks=pytest.mark.xfail(reason=a.known, strict=True))
+                                     if a.known else a for a in ATTEMPTS], ids=[a.id for a in ATTEMPTS])
 def test_attempt(attempt):
+    """known: a gap of the checks, written down where it was found; strict, so that the day the
+    checks name it, the test says to take the mark off."""
     result = run_attempts.run(attempt)
     want = "correct" if attempt.correct else "generic" if attempt.unnamed else "named"
     assert result.verdict == want, result.shown()
@@ -29,7 +32,7 @@ def test_the_corpora_hold_the_bar():
     unnamed, counted here without running them again (python tests/checks/run_attempts.py
     prints the table)."""
     wrong = [a for a in ATTEMPTS if not a.correct]
-    named = [a for a in wrong if not a.unnamed]
+    named = [a for a in wrong if not a.unnamed and not a.known]
     assert len(named) >= run_attempts.BAR * len(wrong), (len(named), len(wrong))
     assert len(ATTEMPTS) - len(wrong) >= 40  # right answers written many ways, public ones among them
 

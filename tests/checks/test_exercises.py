@@ -10,6 +10,7 @@ from grader.checks import compare, devices, inputs
 from grader.answers import reference as ref
 from grader.checks.exercises import EXERCISES
 from grader.answers.correct import CORRECT, Head, student_from
+from support.twins import TWINS
 
 CHECKS = {key: getattr(grader, f"check_{key}") for key in EXERCISES}
 GPU_ONLY = {"mask_wrong_device"}  # identical to the right answer on the CPU
@@ -40,8 +41,13 @@ def test_correct_answer_passes_hidden_checks(key):
 @pytest.mark.parametrize("key,mistake", mistake_cases())
 def test_each_mistake_is_named(key, mistake):
     student = student_from(key, mistake.fn)
+    twin, focus = TWINS.get((key, mistake.key), (None, "values"))
+    if twin:
+        with pytest.raises(grader.CheckError) as info:
+            CHECKS[key](student, "values")
+        assert f"Likely mistake: {_mistake(key, twin).name} \u2014" in str(info.value), str(info.value)
     with pytest.raises(grader.CheckError) as info:
-        CHECKS[key](student, "values")
+        CHECKS[key](student, focus)
     message = str(info.value)
     assert f"Likely mistake: {mistake.name} \u2014" in message, message
     others = [m.name for m in EXERCISES[key].mistakes if m is not mistake and m.name != mistake.name]
@@ -78,6 +84,10 @@ def test_hidden_draws_have_distinct_dims_and_separate_every_mistake(seed, key):
                 continue
             with pytest.raises(grader.CheckError, match="Likely mistake"):
                 CHECKS[key](student_from(key, mistake.fn), focus, hidden=True, seed=seed)
+
+
+def _mistake(key, name):
+    return next(m for m in EXERCISES[key].mistakes if m.key == name)
 
 
 # --- odd answers -------------------------------------------------------------------

@@ -34,6 +34,10 @@ def _factor_candidates(sz):
                 ("1/sqrt(n_heads)", nh**-0.5), ("1/n_heads", 1 / nh)]
     if "C" in sz:
         out += [("1/sqrt(C)", sz["C"] ** -0.5), ("1/C", 1 / sz["C"]), ("sqrt(C)", sz["C"] ** 0.5)]
+        if sz.get("n_heads"):  # the width split over the heads, where no other size says it
+            split = (sz["C"] // sz["n_heads"]) ** -0.5
+            if not any(math.isclose(split, value, rel_tol=1e-9) for _, value in out):
+                out += [("1/sqrt(C // n_heads)", split)]
     out += [("1/sqrt(T)", sz["T"] ** -0.5), ("1/T", 1 / sz["T"]), ("sqrt(T)", sz["T"] ** 0.5)]
     return out
 
@@ -55,11 +59,13 @@ def causal_flag_variants(d, inp, sz):
     """A module's causal flag ignored (04, 06)."""
     if inp["causal"]:
         yield (Finding("causal_ignored", "causal=True ignored: the future is visible",
-                       "store the flag in __init__ (self.causal = causal) and mask when it is True."),
+                       "keep the flag from __init__ and mask when it is True (a module built of "
+                       "Heads passes it on to each: Head(..., causal))."),
                dict(mask="none"))
     else:
         yield (Finding("always_causal", "causal=False ignored: the future is always hidden",
-                       "store the flag in __init__ (self.causal = causal) and mask only when it is True."),
+                       "keep the flag from __init__ and mask only when it is True (a module built of "
+                       "Heads passes it on to each: Head(..., causal))."),
                dict(mask="causal"))
 
 

@@ -4,6 +4,7 @@ import torch
 from grader.checks import diagnosis, registry
 from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
+from grader.checks.diagnosis.findings import Finding
 from grader.checks.exercises.common import ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, bump, noise_like, randn
 
 
@@ -19,6 +20,18 @@ def _draw_rope(gen, case, d):
 def _rope_sizes(inputs):
     B, nh, T, hs = inputs["x"].shape
     return {"B": B, "n_heads": nh, "T": T, "head_size": hs}
+
+
+def _rope_error(numbers, sz, message):
+    """A table of angles (or of cos and sin) that meets x's heads with its positions: it was
+    built with a dim too many, or unsqueezed in the wrong place."""
+    if "must match the size of tensor" in message and {sz["n_heads"], sz["T"]} <= set(numbers):
+        return Finding("angle_table_dims", f"a table of angles with its {sz['T']} = T positions against "
+                       f"x's {sz['n_heads']} = n_heads heads",
+                       "tensors line up from the right: a (T, head_size // 2) table of angles lines up with "
+                       "x's (B, n_heads, T, head_size // 2) pairs as it is; a (T, 1, head_size // 2) one puts "
+                       "T where the heads are.")
+    return None
 
 
 def _crop_rope(inputs, L):
@@ -374,7 +387,7 @@ EXERCISES["apply_rope"] = Exercise(
     attends=_moves_with_positions, shortcuts=(),
     diagnosis=Diagnosis(
         sizes=_rope_sizes, crop=_crop_rope, reads=diagnosis.reads("x", n_heads="1", T="-2", head_size="-1"),
-        baselines=_rope_baselines, given_code=True,
+        baselines=_rope_baselines, given_code=True, error_finding=_rope_error,
         task="turn each pair of dims (2i, 2i + 1) by the angle position * base ** (-2i / head_size)"))
 
 
