@@ -160,7 +160,7 @@ def test_a_submission_that_kills_its_workers_needs_attention_after_the_allowed_t
                             break
                 time.sleep(0.3)
         code, out, err = finish(run)
-    assert kills == 4, out[-3000:]
+    assert kills == 4, out[-3000:] + err[-3000:]
     assert code == 0, err[-3000:]
     assert "1 graded, 1 need attention" in out, out
     ava = Status(root).get("ava", A)
