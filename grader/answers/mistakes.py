@@ -238,6 +238,10 @@ CAUSAL_WEIGHTS = (
     Mistake("diagonal_masked", "the diagonal is masked too",
             "a token may attend to itself: hide only positions strictly above the diagonal.",
             lambda scores: _softmax(scores, torch.ones_like(scores, dtype=torch.bool).triu(0))),
+    Mistake("past_hidden", "the past hidden instead of the future (the diagonal kept visible)",
+            "True marks what a token may not see, the columns after its own: above the diagonal, "
+            "triu(..., diagonal=1), not below it.",
+            lambda scores: _softmax(scores, torch.ones_like(scores, dtype=torch.bool).tril(-1))),
     Mistake("mask_after_softmax", MASK_AFTER_SOFTMAX, MASK_AFTER_SOFTMAX_HINT,
             lambda scores: _causal(scores, mask_mode="after")),
     Mistake("mask_ignored", "no causal mask", "hide the future before the softmax.",
@@ -343,6 +347,9 @@ SCALED_DOT_PRODUCT_ATTENTION = (
             lambda *a: _sdpa(*a, mask_mode="none")),
     Mistake("dot_T_batched", DOT_T_BATCHED, DOT_T_BATCHED_HINT,
             lambda *a: _sdpa(*a, transpose="T")),
+    Mistake("aggregates_keys", "weights applied to the keys instead of the values",
+            "the weights mix the values: weights @ v.",
+            lambda q, k, v, *a: _sdpa(q, k, k, *a)),
 )
 
 
@@ -395,6 +402,9 @@ MULTI_HEAD_ATTENTION = (
             lambda *a: _mha(*a, scale_by="C")),
     Mistake("softmax_wrong_dim", WRONG_DIM, WRONG_DIM_HINT,
             lambda *a: _mha(*a, dim=-2)),
+    Mistake("softmax_over_heads", "softmax over the heads' dim (dim=1) of the (B, n_heads, T, T) scores",
+            "each query's scores run along the last dim: softmax(dim=-1), whatever dims come before.",
+            lambda *a: _mha(*a, dim=1)),
     Mistake("inverted_mask", CAUSAL_INVERTED, CAUSAL_INVERTED_HINT,
             lambda *a: _mha(*a, mask_mode="inverted")),
     Mistake("mask_ignored", "no causal mask", "with causal=True, hide the future.",
