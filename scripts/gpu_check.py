@@ -63,6 +63,7 @@ HALF = ("float16", "bfloat16")
 NOTEBOOK_PACKAGES = ("nbclient", "ipykernel", "ipywidgets")  # what executing the notebooks needs beyond torch
 WHEELHOUSE = ROOT / "gpu-wheelhouse"
 CHUNK = 24  # checks per task handed to a worker
+RENEW = 6  # tasks a worker runs on CUDA before it is replaced (one whose CUDA broke hands them back)
 
 
 # --- what runs ----------------------------------------------------------------------
@@ -218,11 +219,15 @@ def run_one(row, device):
             named, name = getattr(err, "finding", None), getattr(err, "finding_name", None)
         except Exception as err:  # the check itself broke (or refused the dtype): said as such
             verdict, message = "error", f"{type(err).__name__}: {err}"
+    fault = None
     if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
+        try:
+            torch.cuda.synchronize(device)
+        except Exception as err:  # a device-side assert: this process's CUDA runs nothing more
+            fault = str(err).splitlines()[0][:200]
     lines = message.splitlines()
     return {"verdict": verdict, "named": named, "name": name, "message": "\n".join(lines[:4])[:600],
-            "seconds": round(time.perf_counter() - start, 4), "handed": sorted(handed)}
+            "seconds": round(time.perf_counter() - start, 4), "handed": sorted(handed), "cuda_fault": fault}
 
 
 @dataclass
@@ -232,8 +237,22 @@ class Task:
     rows: list
 
 
+_CUDA_BROKEN = []  # in a worker: a CUDA fault happened here, and CUDA runs nothing more in it
+
+
 def run_task(task):
-    return task, [run_one(row, task.device) for row in task.rows]
+    """(the task's rows that ran, their results, the rows left): a row that ends in a CUDA
+    fault ends the task, its process's CUDA being unusable; the rows after it, and every task
+    the process gets until it is replaced, go back to be run by another."""
+    if _CUDA_BROKEN and task.device.startswith("cuda"):
+        return Task(task.side, task.device, []), [], task.rows
+    out = []
+    for i, row in enumerate(task.rows):
+        out.append(run_one(row, task.device))
+        if out[-1]["cuda_fault"]:
+            _CUDA_BROKEN.append(row)
+            return Task(task.side, task.device, task.rows[:i + 1]), out, task.rows[i + 1:]
+    return task, out, []
 
 
 def _init_worker(threads):
@@ -259,8 +278,12 @@ def tasks_for(rows, device):
 
 def execute(tasks, *, jobs, threads, budget, progress):
     """{(side, row): result} for every task that finished within budget seconds; in worker
-    processes started with spawn when jobs > 1."""
+    processes started with spawn when jobs > 1 or the device is CUDA. A device-side assert (an
+    answer indexing past a table) ends CUDA in its process: the rows after it go back to the
+    queue, as does every task that process gets until it is replaced (on CUDA, a worker is
+    replaced after RENEW tasks)."""
     results, done, start = {}, 0, time.perf_counter()
+    cuda = any(task.device.startswith("cuda") for task in tasks)
 
     def keep(task, out):
         nonlocal done
@@ -270,28 +293,46 @@ def execute(tasks, *, jobs, threads, budget, progress):
         if progress and (done == len(tasks) or done % max(1, len(tasks) // 10) == 0):
             print(f"  {done}/{len(tasks)} tasks, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
-    if jobs <= 1:
+    if jobs <= 1 and not cuda:
         import torch
 
         torch.set_num_threads(threads)
         for task in tasks:
             if time.perf_counter() - start > budget:
                 break
-            keep(*run_task(task))
+            keep(*run_task(task)[:2])
         return results
     import multiprocessing
+    import queue
 
-    pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_init_worker, initargs=(threads,))
+    pool = multiprocessing.get_context("spawn").Pool(max(jobs, 1), initializer=_init_worker, initargs=(threads,),
+                                                     maxtasksperchild=RENEW if cuda else None)
+    finished, pending = queue.SimpleQueue(), 0
+
+    def submit(task):
+        nonlocal pending
+        pending += 1
+        pool.apply_async(run_task, (task,), callback=finished.put, error_callback=finished.put)
+
     try:
-        it = pool.imap_unordered(run_task, tasks)
-        for _ in tasks:
+        for task in tasks:
+            submit(task)
+        while pending:
             left = budget - (time.perf_counter() - start)
             try:
-                keep(*it.next(timeout=max(left, 0.1) if left != float("inf") else None))
-            except multiprocessing.TimeoutError:
+                item = finished.get(timeout=max(left, 0.1) if left != float("inf") else None)
+            except queue.Empty:
                 print(f"  the budget of {budget:.0f} s is spent: {len(tasks) - done} tasks left out",
                       file=sys.stderr, flush=True)
                 break
+            pending -= 1
+            if isinstance(item, BaseException):
+                raise item
+            task, out, rest = item
+            keep(task, out)
+            if rest:
+                tasks.append(Task(task.side, task.device, rest))
+                submit(tasks[-1])
     finally:
         pool.terminate()
         pool.join()
@@ -335,6 +376,8 @@ def device_only_mistakes(rows, results):
 
 def judge(rows, results, device_type, accepted_reasons):
     """(summaries by exercise key, per-row records, mismatches as lines)."""
+    from grader.checks.exercises import EXERCISES
+
     summaries, records, mismatches = {}, [], []
     only = device_only_mistakes(rows, results)
     for row in rows:
@@ -356,9 +399,15 @@ def judge(rows, results, device_type, accepted_reasons):
             if device_type == "cpu":
                 record["judged"] = "device only: not judged on the CPU"
                 continue
+            # a focus other than the values one may not reach what the mistake gets wrong (a
+            # check without a mask never meets a mask made on the CPU): a pass there is right; a
+            # failure must still name it, and the values focus must
+            unused = dev["verdict"] == "pass" and row.focus != values_focus(EXERCISES[row.key])
+            ok = ok or unused
             s.device_only[0] += ok
             s.device_only[1] += 1
-            record["judged"] = "named" if ok else "not named"
+            record["judged"] = ("passes: this focus does not reach the mistake" if unused else "named") if ok \
+                else "not named"
             if not ok:
                 mismatches.append(f"{row.text()}: the device should name {expected.key}; got "
                                   f"{dev['verdict']} ({dev['named']}): {_first(dev)}")
@@ -925,6 +974,11 @@ def main(argv=None):
                          "(an output left on the CPU; catalogued mistakes the CPU passes)")
             lines.append(f"correct answers with TF32 matmuls on {device_type}: {_pair(total.tf32)} pass "
                          "where the CPU passes (not in the last line)")
+        faults = sorted({f"{row.key} {row.answer}" for (side, row), res in results.items()
+                         if side == "device" and res.get("cuda_fault")})
+        if faults:
+            lines.append(f"answers whose checks ended in a CUDA device-side assert (named from the CPU; the "
+                         f"rows after them run by another process): {len(faults)}: {', '.join(faults)[:300]}")
         if total.errors:
             lines.append(f"checks that raised something else than CheckError: {total.errors}")
         if total.missing:

@@ -15,6 +15,7 @@ import torch
 
 from grader.checks import diagnosis, shortcuts
 from grader.checks.calling import student_name
+from grader.checks.devices import is_cuda_fault, resolve_device
 from grader.checks.case import prepare_case
 from grader.checks.explain import FAILED, explain, failure_error, shortcut_message
 from grader.checks.feedback import CheckError, CheckResult
@@ -43,6 +44,46 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
     instead of data/references/. recall: what the notebook's earlier checks said
     (grader.checks.recall): a mistake an earlier check of the exercise named is said in one line."""
     __tracebackhide__ = True
+    try:
+        return _run_check(exercise, student, focus, hidden=hidden, seed=seed, device=device, dtype=dtype,
+                          fixed=fixed, quiet=quiet, graded=graded, config=config, recall=recall)
+    except CheckError as err:
+        if not is_cuda_fault(err):
+            raise
+        fault = err
+    except Exception as err:
+        if not (resolve_device(device).type == "cuda" and is_cuda_fault(err)):
+            raise
+        fault = err
+    raise _on_the_cpu(exercise, student, focus, fault, hidden=hidden, seed=seed, dtype=dtype, fixed=fixed,
+                      graded=graded, config=config, recall=recall) from None
+
+
+def _on_the_cpu(exercise, student, focus, fault, **kw):
+    """The CheckError of a check whose CUDA run ended in a device-side assert: that the kernel
+    must be restarted, then what the same check says on the CPU, where the error is readable
+    and the mistake can be named (CUDA cannot run anything more in this process)."""
+    label = check_label(student_name(student, exercise), exercise.focuses[focus].description,
+                        kw["hidden"], kw["seed"])
+    said = ("on CUDA this check ended in a device-side assert (most often an index out of range: "
+            "an embedding or a gather looked up past its size); CUDA runs nothing more in this "
+            "kernel until it is restarted (Kernel > Restart).")
+    try:
+        _run_check(exercise, student, focus, device="cpu", quiet=True, **kw)
+    except CheckError as err:
+        on_cpu = str(err).split("\n", 1)[1:] or [""]
+        return CheckError(f"{label}\n  {said}\n  The same check on the CPU:\n{on_cpu[0]}",
+                          finding=err.finding, finding_name=err.finding_name, case=err.case)
+    except Exception as err:  # the answer cannot run on the CPU either (a device written into it)
+        return CheckError(f"{label}\n  {said}\n  On the CPU it raised {type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:200] if str(err) else ''}")
+    return CheckError(f"{label}\n  {said}\n  The same check passes on the CPU: restart the kernel "
+                      "and run the notebook again from the top.")
+
+
+def _run_check(exercise, student, focus, *, hidden, seed, device, dtype, fixed, quiet, graded, config,
+               recall):
+    __tracebackhide__ = True
     case = prepare_case(exercise, student, focus, hidden=hidden, seed=seed, device=device,
                         dtype=dtype, fixed=fixed)
     case.used = diagnosis.shortcut(case.exercise, case.facts(instance=False), shortcuts.forbidden(config))
@@ -56,6 +97,8 @@ def run_check(exercise, student, focus="values", *, hidden=False, seed=None, dev
         if case.focus.values:
             check_values(case, ctx)
     except FAILED as err:
+        if case.dev.type == "cuda" and is_cuda_fault(err):
+            raise  # nothing more runs on CUDA here: run_check asks the CPU
         failure = explain(case, err)
         raise failure_error(case, recall.said(case, failure) if recall else failure, quiet) from None
     return _passed(case, graded, quiet)

@@ -45,3 +45,18 @@ def to_device(inputs, device, dtype):
 def cpu(inputs):
     """The inputs with every tensor detached on the CPU."""
     return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def is_cuda_fault(err):
+    """Whether err, or the student's error it wraps, is a CUDA error that ends this process's
+    GPU work (a device-side assert: an index out of range on the GPU, most often): after one,
+    every CUDA call in the process fails the same way, so nothing more can be checked there."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        name = getattr(err, "type_name", None) or type(err).__name__
+        if name.rsplit(".", 1)[-1] == "AcceleratorError" or "device-side assert" in str(err):
+            return True
+        err = getattr(err, "err", None) or err.__cause__ or err.__context__
+    return False
+

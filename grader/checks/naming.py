@@ -21,9 +21,16 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
     # catalogued mistake: running the catalogue to match it would only cost time
     unmatchable = actual is None and error is not None and error_type(error) == "NameError"
     mistakes = sorted(exercise.mistakes, key=lambda m: m.key not in prefer) if prefer else exercise.mistakes
+    cpu = {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
+    # on a GPU, each mistake is first tried on the CPU: one that raises there (an index past a
+    # table) is matched by that error, never run on CUDA, where it would be a device-side
+    # assert that ends the process's CUDA (grader.checks.devices.is_cuda_fault)
+    first = cpu if any(isinstance(v, torch.Tensor) and v.device.type == "cuda" for v in inputs64.values()) else None
     for mistake in () if unmatchable else mistakes:
         try:
             with quiet():
+                if first is not None:
+                    mistake.fn(*first.values())
                 guess = mistake.fn(*inputs64.values())
         except Exception as err:  # a variant that raises is matched by its error
             if error is not None and _same_error(err, error):
@@ -39,7 +46,6 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
     if not analyse:
         return None
     try:
-        cpu = {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
         err = None if error is None else (error_type(error), str(error))
         with quiet():
             return diagnosis.analyse(exercise, cpu, actual=actual, expected=expected,

@@ -17,6 +17,7 @@ A call is a plain dict:
      "max_new_tokens": int, "block_size": int, "temperature": float, "seed": int}
 """
 import builtins
+import contextlib
 
 import torch
 
@@ -48,8 +49,32 @@ def load_parameters(model, params, hint):
 
 
 def execute(student, call):
-    with _standard_layouts():
+    with _standard_layouts(), full_float32():
         return _execute(student, call)
+
+
+@contextlib.contextmanager
+def full_float32():
+    """float32 matmuls at full precision while the student's code runs, whatever the notebook
+    set (`torch.set_float32_matmul_precision("high")` or "medium", `allow_tf32 = True`, torch
+    2.9+'s `fp32_precision = "tf32"`): TF32 on CUDA, and bf16 on CPUs with AMX (oneDNN), round
+    products far beyond the float32 tolerances. Set through torch 2.9+'s per-backend API, which
+    reads and restores the setting whichever API made it (the legacy flag cannot read a setting
+    made by the new one); on an older torch, CUDA's allow_tf32."""
+    pinned = []
+    for backend in (getattr(torch.backends.cuda, "matmul", None),
+                    getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)):
+        if backend is not None and hasattr(backend, "fp32_precision"):
+            pinned.append((backend, "fp32_precision", backend.fp32_precision, "ieee"))
+    if not pinned and hasattr(torch.backends.cuda.matmul, "allow_tf32"):
+        pinned.append((torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32, False))
+    for backend, name, _, value in pinned:
+        setattr(backend, name, value)
+    try:
+        yield
+    finally:
+        for backend, name, before, _ in pinned:
+            setattr(backend, name, before)
 
 
 def _standard_layouts():

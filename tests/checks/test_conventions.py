@@ -141,3 +141,40 @@ def test_a_real_kernel_answers_the_device_probe_as_the_lab_does(tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("setting", ["medium", "high"])
+def test_a_notebook_that_lowers_float32_matmul_precision_still_passes(setting):
+    """A notebook may lower float32 matmul precision for speed (a common tip): bf16 products on
+    a CPU with AMX, TF32 on CUDA, both far beyond the float32 tolerances on larger inputs. The
+    checks run the student's code at full precision (seen from inside the student's code) and
+    leave the notebook's setting as it was."""
+    from grader.answers.correct import CORRECT
+
+    seen = []
+
+    def scaled_dot_product_attention(*args):
+        seen.append((torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision))
+        return CORRECT["scaled_dot_product_attention"](*args)
+
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(setting)
+    try:
+        outcome = evaluate(EXERCISES["scaled_dot_product_attention"], scaled_dot_product_attention, "values")
+        assert outcome.passed, outcome.message
+        assert seen and set(seen) == {("ieee", "ieee")}, seen
+        assert torch.get_float32_matmul_precision() == setting
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_full_float32_restores_a_setting_made_through_either_api():
+    backend = torch.backends.mkldnn.matmul
+    before = backend.fp32_precision
+    try:
+        backend.fp32_precision = "bf16"
+        with student_call.full_float32():
+            assert backend.fp32_precision == "ieee"
+        assert backend.fp32_precision == "bf16"
+    finally:
+        backend.fp32_precision = before

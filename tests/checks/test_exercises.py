@@ -1,5 +1,10 @@
 """The checks: correct answers pass, every catalogued mistake is named, odd answers are
 explained, and nothing reaches stderr."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +18,7 @@ from grader.answers.correct import CORRECT, Head, student_from
 from support.twins import TWINS
 
 CHECKS = {key: getattr(grader, f"check_{key}") for key in EXERCISES}
+ROOT = Path(__file__).resolve().parents[2]
 GPU_ONLY = {"mask_wrong_device"}  # identical to the right answer on the CPU
 
 
@@ -38,20 +44,28 @@ def test_correct_answer_passes_hidden_checks(key):
             CHECKS[key](CORRECT[key], focus, hidden=True, seed=seed)
 
 
-@pytest.mark.parametrize("key,mistake", mistake_cases())
-def test_each_mistake_is_named(key, mistake):
+def assert_named(key, mistake, **device):
+    """The mistake, run through its exercise's check (on device=..., else the default), is
+    named, and no other mistake of the exercise is; a twin (tests/support/twins.py) is named on
+    "values" and the mistake itself on the focus that tells them apart."""
     student = student_from(key, mistake.fn)
     twin, focus = TWINS.get((key, mistake.key), (None, "values"))
     if twin:
         with pytest.raises(grader.CheckError) as info:
-            CHECKS[key](student, "values")
+            CHECKS[key](student, "values", **device)
         assert f"Likely mistake: {_mistake(key, twin).name} \u2014" in str(info.value), str(info.value)
     with pytest.raises(grader.CheckError) as info:
-        CHECKS[key](student, focus)
+        CHECKS[key](student, focus, **device)
     message = str(info.value)
     assert f"Likely mistake: {mistake.name} \u2014" in message, message
     others = [m.name for m in EXERCISES[key].mistakes if m is not mistake and m.name != mistake.name]
     assert not any(f"Likely mistake: {o} " in message for o in others)
+    return message
+
+
+@pytest.mark.parametrize("key,mistake", mistake_cases())
+def test_each_mistake_is_named(key, mistake):
+    assert_named(key, mistake)
 
 
 @pytest.mark.filterwarnings("ignore:The use of `x.T`")
@@ -210,8 +224,39 @@ def test_correct_answers_pass_on_cuda(key, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("key,mistake", mistake_cases())
 def test_mistakes_are_named_on_cuda(key, mistake):
-    with pytest.raises(grader.CheckError, match=f"Likely mistake: {mistake.name}"):
-        CHECKS[key](student_from(key, mistake.fn), "values", device="cuda")
+    if key in CUDA_FAULTS.get(mistake.key, ()):
+        pytest.skip("a device-side assert ends the process's CUDA: "
+                    "test_a_device_side_assert_is_named_from_the_cpu runs it in its own process")
+    assert_named(key, mistake, device="cuda")
+
+
+# Mistakes that end in a device-side assert on CUDA (an index past an embedding's size) on
+# some inputs (on the CPU: an IndexError).
+CUDA_FAULTS = {"positions_from_ids": ("gpt",)}
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("key,mistake", [c for c in mistake_cases() if c.values[0] in
+                                         CUDA_FAULTS.get(c.values[1].key, ())])
+def test_a_device_side_assert_is_named_from_the_cpu(key, mistake):
+    """Run in a process of its own: the check says to restart the kernel and names the mistake
+    as the same check on the CPU names it; the next check in that process says the same."""
+    student = student_from(key, mistake.fn)
+    seed = next(s for s in range(100) if "IndexError" in _failure(key, student, hidden=True, seed=s))
+    code = (f"import grader\nfrom grader.checks.exercises import EXERCISES\n"
+            f"from grader.answers.correct import student_from\n"
+            f"m = next(m for m in EXERCISES[{key!r}].mistakes if m.key == {mistake.key!r})\n"
+            f"for _ in range(2):\n"
+            f"    try:\n"
+            f"        grader.check_{key}(student_from({key!r}, m.fn), 'values', hidden=True, seed={seed},"
+            f" device='cuda')\n"
+            f"    except grader.CheckError as err:\n"
+            f"        print('FINDING', err.finding)\n        print(err)\n")
+    out = _in_a_process(code)
+    assert out.count(f"FINDING {mistake.key}") == 2, out
+    assert out.count("device-side assert") == 2 and "Kernel > Restart" in out, out
+    assert f"Likely mistake: {mistake.name} \u2014" in out
 
 
 @gpu
@@ -226,6 +271,52 @@ def test_cpu_mask_on_gpu_is_named():
     with pytest.raises(grader.CheckError, match="returned a tensor on cpu"):
         grader.check_bag_of_words_loop(lambda x: CORRECT["bag_of_words_loop"](x).cpu(), "output",
                                        device="cuda")
+
+
+def _in_a_process(code):
+    """Run code in a python of its own (CUDA settings and faults are per process); its stdout."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("setting", ["torch.set_float32_matmul_precision('high')",
+                                     "torch.backends.cuda.matmul.allow_tf32 = True",
+                                     "torch.backends.cuda.matmul.fp32_precision = 'tf32'"])
+def test_correct_answers_pass_on_cuda_with_tf32_set_by_the_notebook(setting):
+    """TF32 products differ by about 1e-3, beyond CUDA's float32 tolerance: the checks run the
+    student's code at full precision, whichever API the notebook used, and leave it set."""
+    out = _in_a_process(
+        "import torch, grader\nfrom grader.answers.correct import CORRECT\n"
+        f"{setting}\n"
+        "for key in ('head', 'multi_head_attention', 'block', 'gpt', 'cached_attention'):\n"
+        "    for seed in (101, 202):\n"
+        "        getattr(grader, f'check_{key}')(CORRECT[key], 'values', hidden=True, seed=seed, device='cuda')\n"
+        "print('matmul', torch.backends.cuda.matmul.fp32_precision)\n")
+    assert out.count("\u2713") == 10 and "matmul tf32" in out, out
+
+
+@gpu
+@pytest.mark.gpu
+def test_the_diagnosis_never_runs_a_faulting_mistake_on_cuda():
+    """Naming a failing GPT runs the catalogue, positions_from_ids among it, which indexes past
+    the position table on the hidden inputs: tried on the CPU first, it is never run on CUDA,
+    so the answer is named and CUDA still works afterwards."""
+    out = _in_a_process(
+        "import torch, grader\nfrom grader.checks.exercises import EXERCISES\n"
+        "from grader.answers.correct import student_from\n"
+        "for m in EXERCISES['gpt'].mistakes:\n"
+        "    if m.key in ('final_norm_after_head', 'embeddings_concatenated'):\n"
+        "        try:\n"
+        "            grader.check_gpt(student_from('gpt', m.fn), 'values', hidden=True, seed=101, device='cuda')\n"
+        "        except grader.CheckError as err:\n"
+        "            print('FINDING', m.key, err.finding)\n"
+        "torch.cuda.synchronize()\nprint('cuda works')\n")
+    assert "FINDING final_norm_after_head final_norm_after_head" in out, out
+    assert "FINDING embeddings_concatenated embeddings_concatenated" in out and "cuda works" in out, out
 
 
 def test_exercise_keys_match_the_exercises():
@@ -266,3 +357,42 @@ def test_instructor_tools_do_not_import_torch():
     code = "import sys, grader.instructor.notebooks; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _failure(key, student, **kw):
+    with pytest.raises(grader.CheckError) as info:
+        CHECKS[key](student, "values", **kw)
+    return str(info.value)
+
+
+def test_a_cuda_fault_is_said_with_the_cpu_diagnosis(monkeypatch):
+    """A check whose CUDA run ends in a device-side assert says to restart the kernel and
+    gives the same check's verdict and named mistake on the CPU; a correct answer caught by an
+    earlier cell's assert is told to restart, not failed for a mistake. (Here the CUDA run is
+    stood in for: tests/checks' GPU tests run the real one.)"""
+    from grader.checks import core
+
+    real = core._run_check
+
+    def on_cuda(*args, device, **kw):
+        if device != "cpu":
+            raise torch.AcceleratorError("CUDA error: device-side assert triggered")
+        return real(*args, device=device, **kw)
+
+    monkeypatch.setattr(core, "_run_check", on_cuda)
+    monkeypatch.setattr(core, "resolve_device", lambda device=None: torch.device("cuda"))
+    mistake = _mistake("gpt", "positions_from_ids")
+    with pytest.raises(grader.CheckError) as info:
+        grader.check_gpt(student_from("gpt", mistake.fn), "values", device="cuda")
+    message = str(info.value)
+    assert info.value.finding == "positions_from_ids" and "Kernel > Restart" in message, message
+    assert f"Likely mistake: {mistake.name} \u2014" in message and message.count("FromFnGPT") == 1, message
+    with pytest.raises(grader.CheckError) as info:
+        grader.check_gpt(CORRECT["gpt"], "values", device="cuda")
+    assert info.value.finding is None and "passes on the CPU" in str(info.value), str(info.value)
+
+
+def test_an_ordinary_error_is_not_taken_for_a_cuda_fault():
+    assert devices.is_cuda_fault(torch.AcceleratorError("CUDA error: device-side assert triggered"))
+    assert not devices.is_cuda_fault(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not devices.is_cuda_fault(IndexError("index out of range in self"))
