@@ -178,12 +178,16 @@ def mutation_message(name, changed, facts=None, values_right=None):
             f"  {values} {tail}: work on new tensors (an out-of-place op, or {copy} first).")
 
 
-def device_message(result, facts):
+VALUE_READ = r"item\(\) cannot be called on meta|Cannot access data pointer|data-dependent|meta tensors"
+
+
+def device_message(result, facts, reads_no_values=False):
     """(message, finding key) for the problem in a run on the meta device
     (grader.checks.student_call.execute_on_meta), or None.
 
     Only errors that are about devices count: code whose Python branches read values
-    cannot run on the meta device at all, and says nothing about devices."""
+    cannot run on the meta device at all, and says nothing about devices; except where the
+    notebook asks for no value read (reads_no_values): then such an error is that mistake."""
     mod = (facts or {}).get("module") or {}
     plain = module_finding({"module": {"tensor_attributes": mod.get("tensor_attributes", ())}})
     extra = f"\n  Likely mistake: {plain.name} \u2014 {plain.hint}" if plain else \
@@ -194,6 +198,11 @@ def device_message(result, facts):
         if re.search(r"device|Cannot copy out of meta", msg):
             return (f"with its inputs on another device (the meta device), your code mixes devices: "
                     f"{result['error']}: {msg[:100]}{extra}", key)
+        if reads_no_values and re.search(VALUE_READ, msg):
+            return (f"on the meta device, which has no values, your code reads a value: {result['error']}: "
+                    f"{msg[:100]}.\n  Read no value from a tensor (.item(), int(...), float(...)): keep counts "
+                    "such as self.seen as Python ints, and turn positions into angles all at once, as "
+                    "tensors.", "follows_inputs")
         return None
     if result.get("mixed"):
         op, shape, device = result["mixed"]

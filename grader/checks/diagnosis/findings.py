@@ -36,6 +36,8 @@ class Diagnosis:
     nonfinite_hint: Optional[Callable] = None  # fn(index) -> hint, NaN/inf at one index of one dim
     running_max: bool = False  # a running maximum (online softmax, tiles): its own findings
     given_code: bool = False  # 07 and 08: the student's part sits in given code, with no mask argument
+    reads_no_values: bool = False  # the notebook asks for no value read (.item(), a tensor kept as a
+    # count): the run on the meta device, which has no values, then counts a value read as a mistake
     passing_note: Optional[Callable] = None  # fn(inputs, facts) -> a note for a passing check, or None
     error_finding: Optional[Callable] = None  # fn(sizes in an error, sizes, its message) -> Finding or None, before the rules
 

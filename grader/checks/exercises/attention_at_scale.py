@@ -8,7 +8,7 @@ from grader.checks.diagnosis import Diagnosis
 from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.exercises.common import (ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, ROWS_SUM_TO_ONE,
                                             X_READS, batch_independent, bump, causal, changes_with,
-                                            noise_like, randn)
+                                            HELD, noise_like, randn, wrong_already)
 
 
 def _draw_online_softmax(gen, case, d):
@@ -37,6 +37,30 @@ def _call_online_softmax(inputs):
 def _one_pass(ctx):
     """Run again while recording every operation: no reduction may cover a whole row."""
     ctx.run({**ctx.inputs, "watch": {"row": ctx.inputs["scores"].shape[-1]}})
+
+
+def _scores_far_below(ctx):
+    """Softmax does not depend on the level of a row's scores: each row's scores moved to about
+    -1.3e30, kept in their order 2**80 apart (float32 holds those exactly, and exp of a gap
+    that large is 0, so each row's distribution is all on its largest score; -inf stays -inf),
+    must give the reference's output. A running maximum started at a finite number (-1e9,
+    -1e4) instead of -inf stays above every score of such a row, so its running sum underflows
+    to 0. Asked only of an answer right on the scores themselves, so that it names no other
+    mistake."""
+    if wrong_already(ctx):
+        return None  # wrong on the scores themselves: the values check names that
+    scores = ctx.inputs["scores"]
+    rank = scores.argsort(-1, descending=True).argsort(-1)  # (B, T, N): 0 for a row's largest
+    low = (-(2.0 ** 100) - (2.0 ** 80) * rank.to(scores.dtype)).masked_fill(scores == float("-inf"), float("-inf"))
+    out = ctx.run_raw({**ctx.inputs, "scores": low})
+    want = ctx.exercise.reference(low.detach().to("cpu", torch.float64))
+    if not ctx.close(out.nan_to_num(-1.0), want):
+        bad = int((~torch.isclose(out.nan_to_num(-1.0), want, rtol=1e-3, atol=1e-4)).any(-1).sum())
+        return (f"rows whose scores all lie far below 0 (about -1e30) come out wrong ({bad} of "
+                f"{want[..., 0].numel()} rows{', NaN among them' if out.isnan().any() else ''}): softmax "
+                "is the same whatever the level of a row's scores.\n  Start the running maximum at -inf: "
+                "a finite start (-1e9, say) stays above every score of such a row, and the running sum "
+                "underflows to 0.", "finite_running_max")
 
 
 def _draw_tiled(gen, case, d):
@@ -127,7 +151,28 @@ def _call_cache(inputs):
             "param_hint": "the given __init__: query, key, value, linear layers from C to "
                           "n_heads * head_size features without bias; proj, from n_heads * head_size "
                           "back to C",
-            "eval": True}  # evaluation mode: a dropout the student adds is off
+            "eval": True,  # evaluation mode: a dropout the student adds is off
+            **({"report": inputs["report"]} if "report" in inputs else {})}
+
+
+def _cache_stays_cropped(ctx):
+    """Past block_size tokens, more tokens make the module hold no more: its cache itself is
+    cropped to the last block_size keys and values, not only what the attention reads. Asked
+    only of an answer right on the stream (the catalogue's stand-ins keep every token)."""
+    T, block = ctx.inputs["x"].shape[1], int(ctx.inputs["block_size"])
+    early = T - 2
+    if early <= block or wrong_already(ctx):
+        return None
+    held = []
+    for L in (early, T):
+        cut = {**_crop_cache(ctx.inputs, L), "report": {"n_heads": int(ctx.inputs["n_heads"]),
+                                                       "n_kv_heads": int(ctx.inputs["n_heads"])}}
+        held.append(int(dict(zip(HELD, ctx.run_raw(cut).tolist()))["held"]))
+    if held[1] > held[0]:
+        return (f"your module holds {held[0]} numbers after {early} tokens and {held[1]} after {T}: the "
+                f"cache keeps growing past block_size = {block}.\n  Store the cropped keys and values "
+                "(the last block_size of each) as the cache, not only use them for the attention.",
+                "cache_not_cropped")
 
 
 def _reads_the_cache(ctx):
@@ -220,7 +265,8 @@ EXERCISES["online_softmax"] = Exercise(
         "rows_sum_to_one": Focus("every row sums to 1", case="plain", invariants=(ROWS_SUM_TO_ONE,)),
         "plain": Focus("matches torch.softmax on ordinary scores", case="plain",
                        invariants=(ROWS_SUM_TO_ONE,), values=True),
-        "values": Focus("matches torch.softmax on scores of ±1000 and -inf", values=True),
+        "values": Focus("matches torch.softmax on scores of ±1000 and -inf", values=True,
+                        invariants=(Invariant("scores_far_below", _scores_far_below),)),
         "one_pass": Focus("reads each row once, a score at a time", case="plain",
                           invariants=(ONE_PASS,), values=True),
     },
@@ -261,13 +307,13 @@ EXERCISES["cached_attention"] = Exercise(
     dims={"B": (2, (2, 3)), "C": (12, (10, 16)), "n_heads": (3, (2, 4)), "head_size": (5, (3, 6)),
           "context": (9, (5, 9)), "prompt": (7, (2, 7))},
     distinct=("B", "C", "n_heads", "head_size", "context", "prompt"),
-    shape=lambda i: (i["x"].shape, ("B", "T", "C")),
+    shape=lambda i: ((len(HELD),), ("report",)) if "report" in i else (i["x"].shape, ("B", "T", "C")),
     focuses={
         "output": Focus("returns (B, T_new, C) for every chunk of new tokens", invariants=(FOLLOWS_INPUTS,)),
         "short": Focus("matches attention without a cache, within block_size tokens", case="short",
                        values=True),
         "values": Focus("matches attention without a cache, past block_size (cropped cache)",
-                        values=True),
+                        values=True, invariants=(Invariant("cache_stays_cropped", _cache_stays_cropped),)),
     },
     attends=_reads_the_cache, shortcuts=ATTENTION_SHORTCUTS,
     diagnosis=Diagnosis(

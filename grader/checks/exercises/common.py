@@ -7,6 +7,11 @@ from grader.checks.devices import tolerance as _tolerance
 from grader.checks.exercise import Invariant
 
 
+# what grader.checks.student_call's held_report gives, in its order: the numbers a module holds
+# besides its parameters, those in tensors of n_heads and of n_kv_heads heads, the tensors held
+HELD = ("held", "with n_heads", "with n_kv_heads", "tensors")
+
+
 def core_tolerance(inputs):
     """The check's tolerance for these inputs (their device and floating dtype)."""
     t = next(v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point())
@@ -137,7 +142,7 @@ def _follows_inputs(ctx):
     other = torch.float32 if floats[0].dtype == torch.float64 else torch.float64
     inputs = to_device(ctx.inputs, floats[0].device, other)
     problem = ctx.try_run(inputs)
-    if problem and "NaN/inf" in problem and _wrong_already(ctx):
+    if problem and "NaN/inf" in problem and wrong_already(ctx):
         problem = None  # the output is wrong as it is (entries never written hold NaN or not
         # as the memory happens to): the values check says how, not a guess about dtypes
     if problem:
@@ -151,7 +156,8 @@ def _follows_inputs(ctx):
         if problem:
             return problem
     meta = ctx.on_meta()
-    return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None) if meta else None
+    return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None,
+                                    ctx.exercise.diagnosis.reads_no_values) if meta else None
 
 
 def _reference64(exercise, inputs):
@@ -161,8 +167,9 @@ def _reference64(exercise, inputs):
     return exercise.reference(*cpu64.values()).detach().to("cpu", torch.float64)
 
 
-def _wrong_already(ctx):
-    """Whether the output of the check's own run differs from the float64 reference."""
+def wrong_already(ctx):
+    """Whether the output of the check's own run differs from the float64 reference (an
+    invariant that looks for one mistake asks it first, so that it names no other)."""
     try:
         want = _reference64(ctx.exercise, ctx.inputs)
     except Exception:

@@ -5,7 +5,7 @@ from grader.checks import diagnosis, registry
 from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
 from grader.checks.diagnosis.findings import Finding
-from grader.checks.exercises.common import ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, bump, noise_like, randn
+from grader.checks.exercises.common import ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, HELD, bump, noise_like, randn
 
 
 # --- apply_rope(x, positions) --------------------------------------------------------
@@ -275,12 +275,9 @@ def _call_window(inputs):
     return call
 
 
-REPORT = ("held", "with n_heads", "with n_kv_heads", "tensors")  # what a report holds (student_call)
-
-
 def _window_shape(inputs):
     if "report" in inputs:
-        return (len(REPORT),), ("report",)
+        return (len(HELD),), ("report",)
     return inputs["x"].shape, ("B", "T", "C")
 
 
@@ -311,7 +308,7 @@ def _report(ctx, T):
     (grader.checks.student_call's report): {name: number}."""
     cut = _crop_window(ctx.inputs, T)
     cut["report"] = {"n_heads": int(ctx.inputs["n_heads"]), "n_kv_heads": int(ctx.inputs["n_kv_heads"])}
-    return dict(zip(REPORT, (int(v) for v in ctx.run_raw(cut).tolist())))
+    return dict(zip(HELD, (int(v) for v in ctx.run_raw(cut).tolist())))
 
 
 def _keeps_the_window(ctx):
@@ -387,7 +384,7 @@ EXERCISES["apply_rope"] = Exercise(
     attends=_moves_with_positions, shortcuts=(),
     diagnosis=Diagnosis(
         sizes=_rope_sizes, crop=_crop_rope, reads=diagnosis.reads("x", n_heads="1", T="-2", head_size="-1"),
-        baselines=_rope_baselines, given_code=True, error_finding=_rope_error,
+        baselines=_rope_baselines, given_code=True, error_finding=_rope_error, reads_no_values=True,
         task="turn each pair of dims (2i, 2i + 1) by the angle position * base ** (-2i / head_size)"))
 
 
@@ -430,6 +427,6 @@ EXERCISES["sliding_window_attention"] = Exercise(
     attends=_reads_the_cache, shortcuts=(),
     diagnosis=Diagnosis(
         sizes=_window_sizes, crop=_crop_window, reads=diagnosis.reads("x"), baselines=_window_baselines,
-        given_code=True,
+        given_code=True, reads_no_values=True,
         task="rotate the new queries and keys at their positions in the text, attend over the cached keys "
              "and the new ones within the window, keep the last keys and values"))
