@@ -401,7 +401,8 @@ class SlidingWindowAttention(nn.Module):
         key_pos = torch.arange(self.seen + T - L, self.seen + T, device=x.device)
         hide = (key_pos.view(1, L) > positions.view(T, 1)) | (key_pos.view(1, L) <= positions.view(T, 1) - self.window)
         out = grouped_query_attention(q, k, v, self.n_kv_heads, hide)
-        self.k_cache, self.v_cache = k[:, :, -(self.window - 1):], v[:, :, -(self.window - 1):]
+        keep = max(L - (self.window - 1), 0)  # the last window - 1 positions (none when window = 1)
+        self.k_cache, self.v_cache = k[:, :, keep:], v[:, :, keep:]
         self.seen += T
         return self.proj(out.transpose(1, 2).reshape(B, T, -1))
 

@@ -824,6 +824,12 @@ def _watched(student, args, watch):
             raise CallRefused(key, f"it made a tensor of shape {shape} ({numel} numbers, aten.{name}); {why}")
         if seen["strip"]:
             shape, name = seen["strip"]
+            if name in ("slice", "select", "narrow", "as_strided"):  # a view: something over all keys exists
+                raise CallRefused(
+                    "tile_strip", f"it cut a tensor of shape {shape} (aten.{name}) out of a larger one: a strip of "
+                    f"one tile of queries against {max(shape[-2:])} keys, so something made for the whole "
+                    "sequence exists (a mask or scores over all T positions?). Make what a tile needs from that "
+                    f"tile's positions alone, at most tile_size={watch['tile_size']} keys at a time.")
             raise CallRefused(
                 "tile_strip", f"it made a tensor of shape {shape} (aten.{name}): that is a strip of one tile of "
                 f"queries against {max(shape[-2:])} keys at once. Tile the keys too, at most "

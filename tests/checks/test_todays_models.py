@@ -109,7 +109,7 @@ class CatCache(Given):
         key_pos = torch.arange(self.seen + T - k.shape[2], self.seen + T, device=x.device)
         hide = (key_pos[None] > positions[:, None]) | (key_pos[None] <= positions[:, None] - self.window)
         out = gqa_index(q, k, v, self.n_kv_heads, hide)
-        self.k_cache, self.v_cache = k[:, :, 1 - self.window:], v[:, :, 1 - self.window:]
+        self.k_cache, self.v_cache = k[:, :, max(k.shape[2] + 1 - self.window, 0):], v[:, :, max(v.shape[2] + 1 - self.window, 0):]
         return _finish(self, out, T)
 
 

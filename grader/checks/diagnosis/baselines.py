@@ -95,8 +95,8 @@ def trivial(exercise, inp, actual, close):
 
 def no_attention_message(exercise, description):
     """What a check says of an output that shows no attention where no mistake explains it."""
-    return (f"your output {description}, so as it stands it computes no attention and no check "
-            f"can give it points.\n  The task: {exercise.diagnosis.task}.")
+    return (f"your output {description}, so as it stands the exercise's computation is not there "
+            f"yet and no check can give it points.\n  The task: {exercise.diagnosis.task}.")
 
 
 def trivial_message(exercise, description):

@@ -150,8 +150,9 @@ def _batched_matmul(m, ctx):
         return found
     return Finding("matmul_sizes", f"a batched matmul whose first operand has {ctx.nm(b)} columns "
                    f"while the second has {ctx.nm(d)} rows",
-                   "the inner sizes must agree: a size read from the wrong dim, or an operand "
-                   "that needs .mT (transpose(-2, -1)).")
+                   "the inner sizes must agree: a size read from the wrong dim, a slice taken over "
+                   "another range (a key tile cut with the query tile's positions), or an operand that "
+                   "needs .mT (transpose(-2, -1)).")
 
 
 def _not_stored(m, ctx):

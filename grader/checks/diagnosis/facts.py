@@ -195,6 +195,11 @@ def device_message(result, facts, reads_no_values=False):
     key = plain.key if plain else "follows_inputs"
     if "error" in result:
         msg = result["message"]
+        if reads_no_values and "Cannot copy out of meta" in msg:  # .tolist(), .numpy(), .cpu()
+            return (f"on the meta device, which has no values, your code reads values or moves a tensor to "
+                    f"the CPU: {result['error']}: {msg[:100]}.\n  Read no value from a tensor (.item(), "
+                    ".tolist(), .numpy(), int(...)) and keep every tensor on x's device: turn positions into "
+                    "angles all at once, as tensors.", "follows_inputs")
         if re.search(r"device|Cannot copy out of meta", msg):
             return (f"with its inputs on another device (the meta device), your code mixes devices: "
                     f"{result['error']}: {msg[:100]}{extra}", key)

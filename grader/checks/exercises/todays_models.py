@@ -303,10 +303,10 @@ def _crop_window(inputs, L):
     return {**inputs, "x": inputs["x"][:, :L], "chunks": _cut_chunks(inputs["chunks"], L)}
 
 
-def _report(ctx, T):
-    """What the student's module holds besides its parameters after the first T tokens
-    (grader.checks.student_call's report): {name: number}."""
-    cut = _crop_window(ctx.inputs, T)
+def _report(ctx, T, inputs=None):
+    """What the student's module holds besides its parameters after the first T tokens of
+    inputs (the check's by default) (grader.checks.student_call's report): {name: number}."""
+    cut = _crop_window(inputs or ctx.inputs, T)
     cut["report"] = {"n_heads": int(ctx.inputs["n_heads"]), "n_kv_heads": int(ctx.inputs["n_kv_heads"])}
     return dict(zip(HELD, (int(v) for v in ctx.run_raw(cut).tolist())))
 
@@ -332,6 +332,13 @@ def _keeps_the_window(ctx):
         return (f"your cache holds {last['with n_kv_heads']} numbers after {late} tokens, more than the "
                 f"{bound} of window = {window} keys and values.\n  Drop each key and value as soon as no new "
                 "token can see it.", "cache_too_long")
+    one = {**ctx.inputs, "window": 1}  # each token sees only itself: nothing needs keeping
+    first, last = _report(ctx, early, one), _report(ctx, late, one)
+    if last["held"] > first["held"]:
+        return (f"with window = 1 (a token sees only itself), your module holds {first['held']} numbers after "
+                f"{early} tokens and {last['held']} after {late}: the cache grows with the text.\n  Check the "
+                "crop at window = 1: a slice such as [..., -(window - 1):, :] is [..., -0:, :], which keeps "
+                "everything.", "cache_grows")
 
 
 def _reads_the_cache(ctx):
@@ -344,7 +351,8 @@ def _reads_the_cache(ctx):
     x[:, seen] += 3 * noise_like(x[:, seen])
     if ctx.close(ctx.run({**ctx.inputs, "x": x})[:, prompt], ctx.out[:, prompt]):
         return (f"at the first token after the prompt stays the same when the prompt's last {window - 1} tokens "
-                "change: the cached keys and values are never read")
+                "change, which it may see: it does not read them from the cache (is the cache kept, "
+                "and are its last entries the ones kept?)")
 
 
 def _window_baselines(inputs):
