@@ -197,6 +197,25 @@ def _tiled_sizes(inputs):
     return {"B": B, "n_heads": nh, "T": T, "head_size": hs, "tile_size": int(inputs["tile_size"])}
 
 
+def _tiled_tail_finding(inp, actual, expected, close):
+    """Diagnosis.first_finding of tiled attention: right up to the last, shorter tile and wrong
+    inside it, whatever it holds (zeros, NaN, or whatever torch.empty found there, which can be
+    the same from call to call): T not a multiple of tile_size, the ragged tile left out."""
+    T, tile_size = inp["q"].shape[-2], int(inp["tile_size"])
+    start = T - T % tile_size
+    if start in (0, T) or actual.shape != expected.shape:
+        return None
+    head, tail = (slice(0, start), slice(start, T))
+    if not close(actual[..., head, :], expected[..., head, :]) or close(actual[..., tail, :], expected[..., tail, :]):
+        return None
+    mistake = next((m for m in registry.Catalogue("tiled_attention") if m.key == "last_tile_dropped"), None)
+    if mistake is None:
+        return None
+    span = diagnosis.at_indices("T", f"{start}..{T - 1}" if T - start > 1 else start)
+    return diagnosis.Finding(mistake.key, f"{mistake.name}: only {span} are wrong "
+                             f"(T = {T} is not a multiple of tile_size = {tile_size})", mistake.hint)
+
+
 def _crop_tiled(inputs, L):
     return {**inputs, **{n: inputs[n][..., :L, :] for n in ("q", "k", "v")}}
 
@@ -298,7 +317,8 @@ EXERCISES["tiled_attention"] = Exercise(
     attends=changes_with(["q", "k"], "q and k"), shortcuts=("F.scaled_dot_product_attention",),
     diagnosis=Diagnosis(
         sizes=_tiled_sizes, crop=_crop_tiled, reads=diagnosis.reads("q", n_heads="1", T="-2", head_size="-1"), given_code=True, running_max=True,
-        task="causal attention, one tile of queries against one tile of keys at a time"))
+        task="causal attention, one tile of queries against one tile of keys at a time",
+        first_finding=_tiled_tail_finding))
 
 
 EXERCISES["cached_attention"] = Exercise(
