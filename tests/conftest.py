@@ -78,6 +78,7 @@ def pytest_collection_modifyitems(items):
 _FIGURES = []
 _BROWSER = {"seconds": 0.0, "tests": 0, "skipped": 0}
 _CPU = {}  # folder under tests/ -> CPU seconds of its tests (set-up, call and teardown)
+_CPU_FILE = {}  # test file under tests/ -> the same
 _CPU_KEY = pytest.StashKey[float]()
 
 
@@ -88,25 +89,26 @@ def _cpu_seconds():
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
+def _measured(item):
+    """The body of the three hookwrappers below: the CPU seconds of one phase of a test."""
     start = _cpu_seconds()
     yield
     item.stash[_CPU_KEY] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _measured(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    start = _cpu_seconds()
-    yield
-    item.stash[_CPU_KEY] = _cpu_seconds() - start
+    yield from _measured(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item):
-    start = _cpu_seconds()
-    yield
-    item.stash[_CPU_KEY] = _cpu_seconds() - start
+    yield from _measured(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -124,6 +126,8 @@ def pytest_runtest_logreport(report):
     if cpu:
         folder = report.nodeid.split("::")[0].removeprefix("tests/").rpartition("/")[0] or "."
         _CPU[folder] = _CPU.get(folder, 0.0) + cpu[-1]  # the phase's own, the last one appended
+        path = report.nodeid.split("::")[0].removeprefix("tests/")
+        _CPU_FILE[path] = _CPU_FILE.get(path, 0.0) + cpu[-1]
     if "browser/test_browser.py::" in report.nodeid:  # their own time: set-up (lab, Chromium), calls, teardown
         _BROWSER["seconds"] += report.duration
         _BROWSER["tests"] += report.when == "call"
@@ -137,6 +141,9 @@ def pytest_terminal_summary(terminalreporter):
         by_folder = ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in sorted(_CPU.items(), key=lambda i: -i[1]))
         terminalreporter.write_line(f"CPU seconds of the tests (user and system, processes they waited for "
                                     f"included): {sum(_CPU.values()):.0f} in all; by folder: {by_folder}")
+        costliest = sorted(_CPU_FILE.items(), key=lambda i: -i[1])[:12]
+        terminalreporter.write_line("the costliest files: " + ", ".join(f"{path} {seconds:.0f}"
+                                                                        for path, seconds in costliest))
     if _BROWSER["tests"] or _BROWSER["skipped"]:
         terminalreporter.write_line(
             f"browser tests: {_BROWSER['tests']} run, {_BROWSER['skipped']} skipped, "
