@@ -5,7 +5,7 @@ import re
 
 import torch
 
-from grader.checks import diagnosis
+from grader.checks import devices, diagnosis
 from grader.checks.calling import RemoteError, error_type, quiet
 from grader.checks.compare import close, to_cpu64
 
@@ -21,7 +21,7 @@ def diagnose(exercise, inputs64, actual=None, error=None, tol=None, *, facts=Non
     # catalogued mistake: running the catalogue to match it would only cost time
     unmatchable = actual is None and error is not None and error_type(error) == "NameError"
     mistakes = sorted(exercise.mistakes, key=lambda m: m.key not in prefer) if prefer else exercise.mistakes
-    cpu = {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in inputs64.items()}
+    cpu = devices.cpu(inputs64)
     # on a GPU, each mistake is first tried on the CPU: one that raises there (an index past a
     # table) is matched by that error, never run on CUDA, where it would be a device-side
     # assert that ends the process's CUDA (grader.checks.devices.is_cuda_fault)

@@ -8,7 +8,7 @@ from grader.checks.diagnosis import Diagnosis
 from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.exercises.common import (ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, ROWS_SUM_TO_ONE,
                                             X_READS, batch_independent, bump, causal, changes_with,
-                                            HELD, noise_like, randn, wrong_already)
+                                            HELD, held, noise_like, randn, reference64, wrong_already)
 
 
 def _draw_online_softmax(gen, case, d):
@@ -53,7 +53,7 @@ def _scores_far_below(ctx):
     rank = scores.argsort(-1, descending=True).argsort(-1)  # (B, T, N): 0 for a row's largest
     low = (-(2.0 ** 100) - (2.0 ** 80) * rank.to(scores.dtype)).masked_fill(scores == float("-inf"), float("-inf"))
     out = ctx.run_raw({**ctx.inputs, "scores": low})
-    want = ctx.exercise.reference(low.detach().to("cpu", torch.float64))
+    want = reference64(ctx.exercise, {**ctx.inputs, "scores": low})
     if not ctx.close(out.nan_to_num(-1.0), want):
         bad = int((~torch.isclose(out.nan_to_num(-1.0), want, rtol=1e-3, atol=1e-4)).any(-1).sum())
         return (f"rows whose scores all lie far below 0 (about -1e30) come out wrong ({bad} of "
@@ -163,13 +163,9 @@ def _cache_stays_cropped(ctx):
     early = T - 2
     if early <= block or wrong_already(ctx):
         return None
-    held = []
-    for L in (early, T):
-        cut = {**_crop_cache(ctx.inputs, L), "report": {"n_heads": int(ctx.inputs["n_heads"]),
-                                                       "n_kv_heads": int(ctx.inputs["n_heads"])}}
-        held.append(int(dict(zip(HELD, ctx.run_raw(cut).tolist()))["held"]))
-    if held[1] > held[0]:
-        return (f"your module holds {held[0]} numbers after {early} tokens and {held[1]} after {T}: the "
+    first, last = (held(ctx, _crop_cache(ctx.inputs, L), ctx.inputs["n_heads"])["held"] for L in (early, T))
+    if last > first:
+        return (f"your module holds {first} numbers after {early} tokens and {last} after {T}: the "
                 f"cache keeps growing past block_size = {block}.\n  Store the cropped keys and values "
                 "(the last block_size of each) as the cache, not only use them for the attention.",
                 "cache_not_cropped")

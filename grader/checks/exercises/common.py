@@ -12,6 +12,14 @@ from grader.checks.exercise import Invariant
 HELD = ("held", "with n_heads", "with n_kv_heads", "tensors")
 
 
+def held(ctx, inputs, n_kv_heads):
+    """What the student's module holds besides its parameters after it has been fed inputs (a
+    cut of the check's, fed as the check feeds them), as {name: number} of HELD; n_kv_heads: the
+    key/value heads its cache should keep (n_heads where every head has its own)."""
+    report = {"n_heads": int(ctx.inputs["n_heads"]), "n_kv_heads": int(n_kv_heads)}
+    return dict(zip(HELD, (int(v) for v in ctx.run_raw({**inputs, "report": report}).tolist())))
+
+
 def core_tolerance(inputs):
     """The check's tolerance for these inputs (their device and floating dtype)."""
     t = next(v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point())
@@ -84,7 +92,7 @@ def _batch_mixing(ctx, keys):
         return unwritten(ctx.exercise, ctx, again) or \
             "your output changes from call to call on the same inputs (random weights, or entries never written?)"
     try:
-        carried = ctx.close(ctx.out[:1], _reference64(ctx.exercise, ctx.inputs)[:1])
+        carried = ctx.close(ctx.out[:1], reference64(ctx.exercise, ctx.inputs)[:1])
     except Exception:
         carried = False
     if carried:  # sequence 0 right, the others reading it: a look at the future would not do that
@@ -160,7 +168,7 @@ def _follows_inputs(ctx):
                                     ctx.exercise.diagnosis.reads_no_values) if meta else None
 
 
-def _reference64(exercise, inputs):
+def reference64(exercise, inputs):
     """The exercise's reference on these inputs, computed in float64 on the CPU."""
     cpu64 = {k: (v.detach().to("cpu", torch.float64) if v.is_floating_point() else v.detach().cpu())
              if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
@@ -171,7 +179,7 @@ def wrong_already(ctx):
     """Whether the output of the check's own run differs from the float64 reference (an
     invariant that looks for one mistake asks it first, so that it names no other)."""
     try:
-        want = _reference64(ctx.exercise, ctx.inputs)
+        want = reference64(ctx.exercise, ctx.inputs)
     except Exception:
         return False
     return not ctx.close(ctx.out, want)
@@ -180,7 +188,7 @@ def wrong_already(ctx):
 def _float32_inside(ctx, inputs64):
     """An answer right in float32 that, given float64 inputs, is only float32-accurate:
     something inside it (a running maximum, a sum, a buffer) was created in float32."""
-    want = _reference64(ctx.exercise, inputs64)
+    want = reference64(ctx.exercise, inputs64)
     if not ctx.close(ctx.out, want):
         return None  # wrong already: the values check says how
     out = ctx.run(inputs64)
@@ -204,14 +212,14 @@ def _float32_inside(ctx, inputs64):
 def _stable(ctx):
     """Large scores must not overflow: the softmax of scores * 40 (up to a few hundred) is
     still a finite set of weights, and the reference's."""
-    if not ctx.close(ctx.out, _reference64(ctx.exercise, ctx.inputs)):
+    if not ctx.close(ctx.out, reference64(ctx.exercise, ctx.inputs)):
         return None  # wrong already at ordinary scores: the values check says how
     new = dict(ctx.inputs)
     new["scores"] = ctx.inputs["scores"] * 40
     biggest = float(new["scores"].abs().max())
     problem = ctx.try_run(new)
     if problem is None:
-        if ctx.close(ctx.run(new), _reference64(ctx.exercise, new)):
+        if ctx.close(ctx.run(new), reference64(ctx.exercise, new)):
             return None
         problem = "the weights differ from the reference."
     return (f"with large scores (up to {biggest:.0f}) {problem.splitlines()[0]}\n"

@@ -5,7 +5,7 @@ from grader.checks import diagnosis, registry
 from grader.checks.exercise import Exercise, Focus, Invariant
 from grader.checks.diagnosis import Diagnosis
 from grader.checks.diagnosis.findings import Finding
-from grader.checks.exercises.common import ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, HELD, bump, noise_like, randn
+from grader.checks.exercises.common import ATTENTION_SHORTCUTS, FOLLOWS_INPUTS, HELD, bump, held, noise_like, randn
 
 
 # --- apply_rope(x, positions) --------------------------------------------------------
@@ -306,9 +306,7 @@ def _crop_window(inputs, L):
 def _report(ctx, T, inputs=None):
     """What the student's module holds besides its parameters after the first T tokens of
     inputs (the check's by default) (grader.checks.student_call's report): {name: number}."""
-    cut = _crop_window(inputs or ctx.inputs, T)
-    cut["report"] = {"n_heads": int(ctx.inputs["n_heads"]), "n_kv_heads": int(ctx.inputs["n_kv_heads"])}
-    return dict(zip(HELD, (int(v) for v in ctx.run_raw(cut).tolist())))
+    return held(ctx, _crop_window(inputs or ctx.inputs, T), ctx.inputs["n_kv_heads"])
 
 
 def _keeps_the_window(ctx):
