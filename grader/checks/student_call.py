@@ -289,14 +289,19 @@ def _written_here(code):
         paths = sysconfig.get_paths()
         _INSTALLATION = tuple(sorted({os.path.realpath(paths[k]) + os.sep
                                       for k in ("stdlib", "platstdlib", "purelib", "platlib")}))
-    try:
-        where = os.path.realpath(code.co_filename)
-    except (TypeError, ValueError, OSError):
-        return True
-    return not where.startswith(_INSTALLATION)
+    name = code.co_filename
+    here = _WRITTEN.get(name)
+    if here is None:  # a class's every function is asked, each check: realpath once per file
+        try:
+            here = not os.path.realpath(name).startswith(_INSTALLATION)
+        except (TypeError, ValueError, OSError):
+            here = True
+        _WRITTEN[name] = here
+    return here
 
 
 _INSTALLATION = None
+_WRITTEN = {}  # code.co_filename -> _written_here's answer
 
 
 def _methods(klass):
