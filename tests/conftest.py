@@ -77,8 +77,7 @@ def pytest_collection_modifyitems(items):
 
 _FIGURES = []
 _BROWSER = {"seconds": 0.0, "tests": 0, "skipped": 0}
-_CPU = {}  # folder under tests/ -> CPU seconds of its tests (set-up, call and teardown)
-_CPU_FILE = {}  # test file under tests/ -> the same
+_CPU = {}  # test file under tests/ -> CPU seconds of its tests (set-up, call and teardown)
 _CPU_KEY = pytest.StashKey[float]()
 
 
@@ -124,10 +123,8 @@ def pytest_runtest_logreport(report):
             _FIGURES.append(value)
     cpu = [value for name, value in getattr(report, "user_properties", []) if name == "cpu"]
     if cpu:
-        folder = report.nodeid.split("::")[0].removeprefix("tests/").rpartition("/")[0] or "."
-        _CPU[folder] = _CPU.get(folder, 0.0) + cpu[-1]  # the phase's own, the last one appended
         path = report.nodeid.split("::")[0].removeprefix("tests/")
-        _CPU_FILE[path] = _CPU_FILE.get(path, 0.0) + cpu[-1]
+        _CPU[path] = _CPU.get(path, 0.0) + cpu[-1]  # the phase's own, the last one appended
     if "browser/test_browser.py::" in report.nodeid:  # their own time: set-up (lab, Chromium), calls, teardown
         _BROWSER["seconds"] += report.duration
         _BROWSER["tests"] += report.when == "call"
@@ -138,10 +135,14 @@ def pytest_terminal_summary(terminalreporter):
     for figure in _FIGURES:
         terminalreporter.write_line(f"verification: {figure}")
     if _CPU:
-        by_folder = ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in sorted(_CPU.items(), key=lambda i: -i[1]))
+        folders = {}
+        for path, seconds in _CPU.items():
+            folder = path.rpartition("/")[0] or "."
+            folders[folder] = folders.get(folder, 0.0) + seconds
+        by_folder = ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in sorted(folders.items(), key=lambda i: -i[1]))
         terminalreporter.write_line(f"CPU seconds of the tests (user and system, processes they waited for "
                                     f"included): {sum(_CPU.values()):.0f} in all; by folder: {by_folder}")
-        costliest = sorted(_CPU_FILE.items(), key=lambda i: -i[1])[:12]
+        costliest = sorted(_CPU.items(), key=lambda i: -i[1])[:12]
         terminalreporter.write_line("the costliest files: " + ", ".join(f"{path} {seconds:.0f}"
                                                                         for path, seconds in costliest))
     if _BROWSER["tests"] or _BROWSER["skipped"]:
