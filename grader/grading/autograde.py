@@ -59,6 +59,17 @@ COMMIT_EVERY = 1.0  # seconds: the merged results are committed to the gradebook
 COMMIT_MOST = 500  # results: and at least every so many
 KERNEL_START_TRIES = 3
 KERNEL_RETRY_WAIT = 5  # seconds, growing with each try
+# What an embedded worker imports to grade, loaded once by the process that forks the
+# workers (multiprocessing's forkserver): a worker then starts in well under a second of CPU
+# instead of importing them itself (several seconds each, paid again by every worker).
+WORKER_PRELOAD = ("torch", "nbgrader.apps", "grader.grading.autograde", "grader.grading.submission",
+                  "grader.grading.execute", "grader.checks.exercises", "grader.isolation.provisioner",
+                  "grader.isolation.template")
+DASK_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+               "distributed.scheduler.worker-saturation": 1.0,
+               "distributed.worker.daemon": False,
+               # embedded workers forked from one server that has imported WORKER_PRELOAD
+               "distributed.worker.multiprocessing-method": "forkserver"}
 # Packages whose version decides how a notebook is graded: every worker must have the
 # client's (with the course's grader code and reference data, see environment()).
 GRADING_PACKAGES = ("torch", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client",
@@ -249,6 +260,34 @@ def _own_group():
         os.setpgid(0, 0)
     except OSError:
         pass
+
+
+def dask_setup(worker):
+    """Run by every embedded worker as it starts (this module is its Dask preload), a
+    restarted one too: torch's thread count from OMP_NUM_THREADS, which a worker forked
+    after torch was imported cannot read from its environment."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads and threads.isdigit():
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
+_FORKSERVER = {"preload": False}
+
+
+def _forkserver_context():
+    """The multiprocessing context the embedded workers start from: a forkserver that has
+    imported distributed and WORKER_PRELOAD. The preload is set once per process, before
+    the forkserver starts (after distributed has set its own, which it then leaves alone);
+    later clusters reuse the same server."""
+    from distributed.utils import get_mp_context
+
+    ctx = get_mp_context()  # under multiprocessing-method "forkserver"
+    if not _FORKSERVER["preload"]:
+        ctx.set_forkserver_preload(["distributed", *WORKER_PRELOAD])
+        _FORKSERVER["preload"] = True
+    return ctx
 
 
 def _own_process_groups(client):
@@ -451,9 +490,7 @@ class Grading:
         import dask
         import distributed  # noqa: F401 (sets up its loggers, which _quiet_dask then quiets)
 
-        with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
-                              "distributed.scheduler.worker-saturation": 1.0,
-                              "distributed.worker.daemon": False}), _quiet_dask():
+        with dask.config.set(DASK_CONFIG), _quiet_dask():
             cluster = client = None
             try:
                 cluster, client = self._connect(min(self.jobs, count))
@@ -476,10 +513,14 @@ class Grading:
         if not self.scheduler:
             self.started = workers
             threads = max(1, (os.cpu_count() or 1) // self.jobs)
-            env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+            # a forked worker starts with the forkserver's environment: this process's own,
+            # as it is now, is handed to every worker
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+            _forkserver_context()
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                    memory_limit=self.memory, dashboard_address=None,
-                                   silence_logs=logging.CRITICAL, env=env)
+                                   silence_logs=logging.CRITICAL, env=env,
+                                   preload=["grader.grading.autograde"])
             return cluster, Client(cluster)
         try:
             return None, Client(self.scheduler, timeout="30s")

@@ -6,6 +6,7 @@ and the same scores as the embedded default.
 These grade real notebooks (5 to 30 s each on a loaded machine), so the classes are
 tiny and the tests share one xdist worker.
 """
+import os
 import shutil
 import subprocess
 import sys
@@ -206,3 +207,44 @@ def test_the_embedded_cluster_starts_no_more_workers_than_there_are_submissions(
     grading = Grading(root, jobs=4, budget=BUDGET)
     assert grading.run(progress=False)["graded"] == 1
     assert grading.started == 1
+
+
+def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run(course, monkeypatch):
+    """The embedded workers are forked from one server that has imported torch, nbgrader and
+    the checks (a worker then starts in a fraction of a second), yet each has the grading
+    process's environment as it is when the run starts (not as it was when that server
+    started) and torch's thread count for its share of the cores."""
+    import dask
+    import distributed  # noqa: F401 (its configuration's defaults)
+
+    from grader.grading import autograde
+
+    def facts():
+        import os
+        import sys
+
+        import psutil
+        import torch
+        return {"probe": os.environ.get("COURSE_RUN_PROBE"), "threads": torch.get_num_threads(),
+                "preloaded": all(m in sys.modules for m in autograde.WORKER_PRELOAD),
+                "parent": " ".join(psutil.Process().parent().cmdline())}
+
+    grading = autograde.Grading(course, jobs=2, budget=BUDGET)
+    seen = []
+    for probe in (None, "set after the first cluster"):
+        if probe:
+            monkeypatch.setenv("COURSE_RUN_PROBE", probe)
+        with dask.config.set(autograde.DASK_CONFIG):
+            cluster, client = grading._connect(2)
+            try:
+                seen.append(list(client.run(facts).values()))
+            finally:
+                autograde._close_quietly(client, cluster)
+    threads = max(1, (os.cpu_count() or 1) // 2)
+    for run, probe in zip(seen, (None, "set after the first cluster")):
+        assert len(run) == 2
+        for worker in run:
+            assert worker["probe"] == probe
+            assert worker["threads"] == threads
+            assert worker["preloaded"]
+            assert "forkserver" in worker["parent"]
