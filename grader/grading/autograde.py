@@ -273,6 +273,17 @@ def dask_setup(worker):
         torch.set_num_threads(int(threads))
 
 
+def _shared_kernel_template():
+    """The environment that hands this process's warm kernel template to its embedded
+    workers (one template's imports for the run, not one per worker; a process that grades
+    again reuses it), or nothing where no template can be made here (each worker then
+    tries its own, as on an existing cluster)."""
+    from grader.isolation import template
+
+    tmpl, _ = template.shared()
+    return {template.ENV: str(tmpl.socket)} if tmpl is not None else {}
+
+
 _FORKSERVER = {"preload": False}
 
 
@@ -516,6 +527,7 @@ class Grading:
             # a forked worker starts with the forkserver's environment: this process's own,
             # as it is now, is handed to every worker
             env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+            env.update(_shared_kernel_template())
             _forkserver_context()
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                    memory_limit=self.memory, dashboard_address=None,

@@ -24,6 +24,7 @@ import errno
 import json
 import os
 import platform
+import select
 import signal
 import socket
 import struct
@@ -404,7 +405,6 @@ def init(spec, status_fd, output_fd, lifeline_fd):
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    import select
 
     while True:
         ready, _, _ = select.select([lifeline_fd, wake_r], [], [])
@@ -562,6 +562,22 @@ def _write_state(path, state):
     os.replace(tmp, path)
 
 
+def _pidfd(pid):
+    """A pidfd of process `pid` (readable once it has exited); None where no pid is named
+    or the OS has no pidfd; GONE where that process has exited already."""
+    if not pid or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return GONE
+    except OSError:
+        return None
+
+
+GONE = -1
+
+
 def main(spec_path):
     with open(spec_path) as f:
         spec = json.load(f)
@@ -592,6 +608,17 @@ def main(spec_path):
     for fd in (to_launcher_w, from_launcher_r, output_w, lifeline_r):
         os.close(fd)
     init, client = {}, os.getppid()
+    # A launcher forked by a template that other processes share names its client in the
+    # spec: the process that asked for it. That client going counts as the parent going.
+    client_fd = _pidfd(spec.get("client_pid"))
+
+    def client_gone():
+        if os.getppid() != client:
+            return True
+        if client_fd is None or client_fd == GONE:
+            return client_fd == GONE
+        ready, _, _ = select.select([client_fd], [], [], 0)
+        return bool(ready)
     # The sandbox's control group (one per controller in cgroup v1): the unsharer joins it
     # before it forks, so every process of the sandbox is counted there together.
     joined = _join_cgroup(child, spec.get("cgroup_procs") or [])
@@ -605,8 +632,6 @@ def main(spec_path):
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, forward)
-    import select
-
     kept, limit, buffer, reported = 0, spec.get("log_limit", 1 << 20), b"", False
 
     def fail(error):
@@ -624,7 +649,7 @@ def main(spec_path):
         open_fds = [to_launcher_r, output_r]
         while open_fds:
             ready, _, _ = select.select(open_fds, [], [], 1.0)
-            if os.getppid() != client and init.get("pid"):
+            if init.get("pid") and client_gone():
                 # The client is gone (it would have shut the kernel down): so is the sandbox.
                 fail("the kernel's client exited")
                 try:
@@ -672,7 +697,7 @@ def main(spec_path):
                         elif line.startswith("error "):
                             fail(line[len("error "):])
     code = wait_exit_code(child)
-    if os.getppid() != client:  # nobody is left to clean up after the sandbox
+    if client_gone():  # nobody is left to clean up after the sandbox
         import shutil
 
         shutil.rmtree(os.path.dirname(os.path.abspath(spec_path)), ignore_errors=True)

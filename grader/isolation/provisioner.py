@@ -174,6 +174,7 @@ class SandboxProvisioner(LocalProvisioner):
         self.kernel_cwd = spec["cwd"]
         self._new_cgroup()
         spec["cgroup_procs"] = self.cgroup.procs_files if self.cgroup else []
+        spec["client_pid"] = os.getpid()  # a shared template's launcher watches this process
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
 
     def _new_cgroup(self):

@@ -15,6 +15,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from grader.isolation import namespaces as ns
 SERVER = Path(__file__).resolve().parent / "template_server.py"
 START_TIMEOUT = 300  # seconds for the template's imports on a loaded machine
 SOCKET_NAME = "template.sock"
+ENV = "COURSE_KERNEL_TEMPLATE"  # the socket of a template this process may share (Attached)
 
 
 class TemplateError(RuntimeError):
@@ -93,7 +95,64 @@ class ForkedLauncher:
         self.send_signal(signal.SIGTERM)
 
 
-class Template:
+class _Client:
+    """What forks a kernel from a template, given its socket."""
+
+    socket = None
+
+    def spawn(self, spec_path):
+        """Fork a sandbox for spec_path (as launch.py would build it) from the template."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(30)
+            conn.connect(str(self.socket))
+            conn.sendall(f"spawn {spec_path}\n".encode())
+            message, fds, _, _ = socket.recv_fds(conn, 4096, 1)
+        except OSError as e:
+            conn.close()
+            raise TemplateError(f"the template did not answer: {e}") from None
+        text = message.decode(errors="replace")
+        if not text.startswith("pid ") or len(fds) != 1:
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            raise TemplateError(f"the template could not fork a kernel: {text.strip() or 'no answer'}")
+        conn.settimeout(None)
+        launcher = ForkedLauncher(conn, int(text.split()[1]), fds[0])
+        launcher._buffer = message.split(b"\n", 1)[1]
+        return launcher
+
+
+class Attached(_Client):
+    """A template another process of this user started and shares (the grading process
+    with its Dask workers: one template's imports for the whole run), reached by the socket
+    that ENV names. Its launchers watch the process that asked for them (the spec's
+    client_pid), so a worker that dies still takes its sandboxes with it."""
+
+    owner = None
+
+    def __init__(self, path):
+        self.socket = Path(path)
+
+    def alive(self):
+        return self.socket.exists()
+
+    def close(self):
+        pass  # its owner stops it
+
+
+def _attachable(path):
+    """Whether `path` is a template's socket this process may use: one of this user's, in a
+    folder only this user reaches."""
+    try:
+        st, folder = os.stat(path), os.stat(os.path.dirname(path))
+    except OSError:
+        return False
+    return (stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid() == folder.st_uid
+            and not folder.st_mode & 0o077)
+
+
+class Template(_Client):
     """A started template process and the private folder of its socket."""
 
     def __init__(self):
@@ -131,28 +190,6 @@ class Template:
     def alive(self):
         return self.process.poll() is None and self.owner == os.getpid()
 
-    def spawn(self, spec_path):
-        """Fork a sandbox for spec_path (as launch.py would build it) from the template."""
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.settimeout(30)
-            conn.connect(str(self.socket))
-            conn.sendall(f"spawn {spec_path}\n".encode())
-            message, fds, _, _ = socket.recv_fds(conn, 4096, 1)
-        except OSError as e:
-            conn.close()
-            raise TemplateError(f"the template did not answer: {e}") from None
-        text = message.decode(errors="replace")
-        if not text.startswith("pid ") or len(fds) != 1:
-            conn.close()
-            for fd in fds:
-                os.close(fd)
-            raise TemplateError(f"the template could not fork a kernel: {text.strip() or 'no answer'}")
-        conn.settimeout(None)
-        launcher = ForkedLauncher(conn, int(text.split()[1]), fds[0])
-        launcher._buffer = message.split(b"\n", 1)[1]
-        return launcher
-
     def close(self):
         if self.process.poll() is None:
             self.process.stdin.close()  # the template leaves when its stdin closes
@@ -179,6 +216,10 @@ def shared():
             return tmpl, ""
         if _SHARED["reason"] is not None:
             return None, _SHARED["reason"]
+        offered = os.environ.get(ENV)
+        if offered and _attachable(offered):
+            _SHARED["template"] = Attached(offered)
+            return _SHARED["template"], ""
         if not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds"):
             _SHARED["reason"] = "this Python or OS has no pidfd"
             return None, _SHARED["reason"]

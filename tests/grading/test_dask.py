@@ -213,11 +213,13 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
     """The embedded workers are forked from one server that has imported torch, nbgrader and
     the checks (a worker then starts in a fraction of a second), yet each has the grading
     process's environment as it is when the run starts (not as it was when that server
-    started) and torch's thread count for its share of the cores."""
+    started) and torch's thread count for its share of the cores; they fork their kernels
+    from the grading process's one warm template, not each from its own."""
     import dask
     import distributed  # noqa: F401 (its configuration's defaults)
 
     from grader.grading import autograde
+    from grader.isolation import template
 
     def facts():
         import os
@@ -227,7 +229,8 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
         import torch
         return {"probe": os.environ.get("COURSE_RUN_PROBE"), "threads": torch.get_num_threads(),
                 "preloaded": all(m in sys.modules for m in autograde.WORKER_PRELOAD),
-                "parent": " ".join(psutil.Process().parent().cmdline())}
+                "parent": " ".join(psutil.Process().parent().cmdline()),
+                "template": os.environ.get(template.ENV)}
 
     grading = autograde.Grading(course, jobs=2, budget=BUDGET)
     seen = []
@@ -248,3 +251,4 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
             assert worker["threads"] == threads
             assert worker["preloaded"]
             assert "forkserver" in worker["parent"]
+            assert worker["template"] == str(template.shared()[0].socket)

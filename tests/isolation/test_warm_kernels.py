@@ -175,3 +175,44 @@ def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp
     heavy = [m for m in new if m.split(".")[0] in {"debugpy", "pydevd", "_pydevd_bundle", "tornado", "sqlite3"}]
     assert not heavy, heavy
     assert len(new) < 40, new
+
+
+def test_a_kernel_forked_from_a_shared_template_dies_with_the_process_that_asked(tmp_path):
+    """The grading process shares its template with its Dask workers (template.ENV): a
+    worker's kernel is then the template's grandchild, not the worker's. A worker that
+    exits without shutting its kernel down (killed, or lost) still leaves nothing running:
+    the launcher watches the process that asked for it. The template stays, for the others."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    tmpl, reason = template.shared()
+    assert tmpl is not None, reason
+    marker = 810000 + os.getpid() % 1000
+    script = textwrap.dedent(f"""
+        import os
+        from jupyter_client.manager import KernelManager
+        from grader.isolation import KERNEL_NAME, sandbox_settings
+        km = KernelManager(kernel_name=KERNEL_NAME, config=sandbox_settings())
+        km.start_kernel(cwd={str(tmp_path)!r})
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=120)
+        kc.execute_interactive("import subprocess; subprocess.Popen(['sh', '-c', '(sleep {marker} &) &'])")
+        print("kernel", km.provisioner.warm_started, km.provisioner.init_pid, km.provisioner.rundir, flush=True)
+        os._exit(0)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, template.ENV: str(tmpl.socket)})
+    warm, init_pid, rundir = proc.stdout.rsplit("kernel ", 1)[1].split()
+    assert warm == "True", proc.stderr[-2000:]  # forked from this process's template
+    ps = lambda: subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (f"sleep {marker}" in ps() or os.path.exists(f"/proc/{init_pid}")
+                                           or os.path.exists(rundir)):
+        time.sleep(0.2)
+    assert f"sleep {marker}" not in ps()
+    assert not os.path.exists(f"/proc/{init_pid}")
+    assert not os.path.exists(rundir)  # the launcher cleaned up after the sandbox
+    assert tmpl.alive()  # the shared template serves on
