@@ -137,7 +137,7 @@ def pytest_terminal_summary(terminalreporter):
     if _CPU:
         folders = {}
         for path, seconds in _CPU.items():
-            folder = path.rpartition("/")[0] or "."
+            folder = "(servers)" if path == SHARED else path.rpartition("/")[0] or "."
             folders[folder] = folders.get(folder, 0.0) + seconds
         by_folder = ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in sorted(folders.items(), key=lambda i: -i[1]))
         terminalreporter.write_line(f"CPU seconds of the tests (user and system, processes they waited for "
@@ -151,6 +151,27 @@ def pytest_terminal_summary(terminalreporter):
             f"{_BROWSER['seconds']:.0f} s in all (lab server and Chromium included)")
 
 
+SHARED = "(servers kept by a test process: kernel template, worker forkserver)"
+
+
+def _stop_shared_servers():
+    """Stop and reap what a test process keeps between gradings: the warm kernel template
+    (grader.isolation.template) and multiprocessing's forkserver that forks the embedded Dask
+    workers. Their CPU, and that of the kernels and workers they reaped, is counted only
+    once they are reaped: at the end of the session, not in any one test."""
+    if "grader.isolation.template" in sys.modules:
+        sys.modules["grader.isolation.template"].close_shared()
+    if "multiprocessing.forkserver" in sys.modules:
+        sys.modules["multiprocessing.forkserver"]._forkserver._stop()  # waits for it
+
+
+def pytest_testnodedown(node, error):
+    """The controller: the CPU seconds an xdist worker's kept servers used (its session's end)."""
+    cpu = getattr(node, "workeroutput", {}).get("shared_cpu")
+    if cpu:
+        _CPU[SHARED] = _CPU.get(SHARED, 0.0) + cpu
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
     """An xdist worker collects its garbage before it reports that it has finished, then
@@ -161,6 +182,12 @@ def pytest_sessionfinish(session):
     SIGINT, which printed a KeyboardInterrupt traceback after [100%]. Collected here (pytest's
     hook for unraisable exceptions still installed, so any is reported as before) while the
     controller waits for the report, those two calls find nothing left to traverse."""
+    before = _cpu_seconds()
+    _stop_shared_servers()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session.config.workeroutput["shared_cpu"] = _cpu_seconds() - before
+    else:
+        _CPU[SHARED] = _CPU.get(SHARED, 0.0) + _cpu_seconds() - before
     if os.environ.get("PYTEST_XDIST_WORKER"):
         gc.collect()
         gc.freeze()
