@@ -6,9 +6,12 @@
 The template (grader/isolation/template_server.py) has imported torch, numpy,
 matplotlib, IPython, ipykernel and the notebook helpers once; each kernel is a fork of
 it, built into a sandbox of its own by the same launcher as a cold kernel (launch.py), so
-a kernel starts without paying for those imports. Where no template can be made (an
-import fails, the template is not single-threaded, the OS refuses a pidfd), shared()
-returns None and the reason, and kernels start cold.
+a kernel starts without paying for those imports. A process may share its template with
+processes it starts (the grading process with its embedded Dask workers): where ENV names
+a socket of this user's in a private folder, shared() attaches to it (Attached) instead
+of starting one. Where no template can be made (an import fails, the template is not
+single-threaded, the OS refuses a pidfd), shared() returns None and the reason, and
+kernels start cold.
 """
 import os
 import select
@@ -208,8 +211,9 @@ _SHARED = {"template": None, "reason": None}
 
 
 def shared():
-    """(template, "") for this process, started on first use and again if it died; or
-    (None, reason) where no template can be made here (then it is not tried again)."""
+    """(template, "") for this process: the one ENV offers (Attached), or one started on first
+    use and again if it died; or (None, reason) where no template can be made here (then it
+    is not tried again)."""
     with _LOCK:
         tmpl = _SHARED["template"]
         if tmpl is not None and tmpl.alive():

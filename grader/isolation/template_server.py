@@ -15,7 +15,9 @@ namespaces, a new root, the unprivileged user, limits), except that the sandbox'
 program is not exec'd: the kernel app starts in the forked process, after its random
 state is renewed. The template answers "pid <pid>\\n" with a pidfd of the launcher, and
 "exit <status>\\n" when the launcher ends. It leaves when its stdin closes (its parent
-closed it, or is gone); its launchers then end their sandboxes, as when a client goes.
+closed it, or is gone); its launchers then end their sandboxes, as when a client goes. A
+template its owner shares (template.ENV) serves several processes: each launcher also ends its
+sandbox when the process that asked for it (the spec's client_pid) is gone.
 """
 import os
 import select
