@@ -165,6 +165,7 @@ def _stop_shared_servers():
         sys.modules["multiprocessing.forkserver"]._forkserver._stop()  # waits for it
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a venv without xdist runs these tests too
 def pytest_testnodedown(node, error):
     """The controller: the CPU seconds an xdist worker's kept servers used (its session's end)."""
     cpu = getattr(node, "workeroutput", {}).get("shared_cpu")
@@ -184,7 +185,7 @@ def pytest_sessionfinish(session):
     controller waits for the report, those two calls find nothing left to traverse."""
     before = _cpu_seconds()
     _stop_shared_servers()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(session.config, "workeroutput"):  # an xdist worker (not a pytest it started)
         session.config.workeroutput["shared_cpu"] = _cpu_seconds() - before
     else:
         _CPU[SHARED] = _CPU.get(SHARED, 0.0) + _cpu_seconds() - before
