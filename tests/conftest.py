@@ -1,3 +1,4 @@
+import collections
 import gc
 import os
 import resource
@@ -77,7 +78,7 @@ def pytest_collection_modifyitems(items):
 
 _FIGURES = []
 _BROWSER = {"seconds": 0.0, "tests": 0, "skipped": 0}
-_CPU = {}  # test file under tests/ -> CPU seconds of its tests (set-up, call and teardown)
+_CPU = collections.Counter()  # test file under tests/ -> CPU seconds of its tests (set-up, call and teardown)
 _CPU_KEY = pytest.StashKey[float]()
 
 
@@ -124,7 +125,7 @@ def pytest_runtest_logreport(report):
     cpu = [value for name, value in getattr(report, "user_properties", []) if name == "cpu"]
     if cpu:
         path = report.nodeid.split("::")[0].removeprefix("tests/")
-        _CPU[path] = _CPU.get(path, 0.0) + cpu[-1]  # the phase's own, the last one appended
+        _CPU[path] += cpu[-1]  # the phase's own, the last one appended
     if "browser/test_browser.py::" in report.nodeid:  # their own time: set-up (lab, Chromium), calls, teardown
         _BROWSER["seconds"] += report.duration
         _BROWSER["tests"] += report.when == "call"
@@ -135,14 +136,13 @@ def pytest_terminal_summary(terminalreporter):
     for figure in _FIGURES:
         terminalreporter.write_line(f"verification: {figure}")
     if _CPU:
-        folders = {}
+        folders = collections.Counter()
         for path, seconds in _CPU.items():
-            folder = "(servers)" if path == SHARED else path.rpartition("/")[0] or "."
-            folders[folder] = folders.get(folder, 0.0) + seconds
-        by_folder = ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in sorted(folders.items(), key=lambda i: -i[1]))
+            folders["(servers)" if path == SHARED else path.rpartition("/")[0] or "."] += seconds
+        by_folder = ", ".join(f"{folder} {seconds:.0f}" for folder, seconds in folders.most_common())
         terminalreporter.write_line(f"CPU seconds of the tests (user and system, processes they waited for "
                                     f"included): {sum(_CPU.values()):.0f} in all; by folder: {by_folder}")
-        costliest = sorted(_CPU.items(), key=lambda i: -i[1])[:12]
+        costliest = _CPU.most_common(12)
         terminalreporter.write_line("the costliest files: " + ", ".join(f"{path} {seconds:.0f}"
                                                                         for path, seconds in costliest))
     if _BROWSER["tests"] or _BROWSER["skipped"]:
@@ -168,9 +168,7 @@ def _stop_shared_servers():
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: a venv without xdist runs these tests too
 def pytest_testnodedown(node, error):
     """The controller: the CPU seconds an xdist worker's kept servers used (its session's end)."""
-    cpu = getattr(node, "workeroutput", {}).get("shared_cpu")
-    if cpu:
-        _CPU[SHARED] = _CPU.get(SHARED, 0.0) + cpu
+    _CPU[SHARED] += getattr(node, "workeroutput", {}).get("shared_cpu", 0.0)
 
 
 @pytest.hookimpl(trylast=True)
@@ -182,13 +180,14 @@ def pytest_sessionfinish(session):
     reported, the controller ends them, and execnet sends a worker still busy 5 s later a
     SIGINT, which printed a KeyboardInterrupt traceback after [100%]. Collected here (pytest's
     hook for unraisable exceptions still installed, so any is reported as before) while the
-    controller waits for the report, those two calls find nothing left to traverse."""
+    controller waits for the report, those two calls find nothing left to traverse. First,
+    the servers the process kept are stopped and their CPU counted (_stop_shared_servers)."""
+    worker = hasattr(session.config, "workeroutput")  # an xdist worker (not a pytest one started)
     before = _cpu_seconds()
     _stop_shared_servers()
-    if hasattr(session.config, "workeroutput"):  # an xdist worker (not a pytest it started)
-        session.config.workeroutput["shared_cpu"] = _cpu_seconds() - before
-    else:
-        _CPU[SHARED] = _CPU.get(SHARED, 0.0) + _cpu_seconds() - before
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        gc.collect()
-        gc.freeze()
+    if not worker:
+        _CPU[SHARED] += _cpu_seconds() - before
+        return
+    session.config.workeroutput["shared_cpu"] = _cpu_seconds() - before
+    gc.collect()
+    gc.freeze()

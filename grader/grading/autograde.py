@@ -284,9 +284,7 @@ def _shared_kernel_template():
     return {template.ENV: str(tmpl.socket)} if tmpl is not None else {}
 
 
-_FORKSERVER = {"preload": False}
-
-
+@functools.cache
 def _forkserver_context():
     """The multiprocessing context the embedded workers start from: a forkserver that has
     imported distributed and WORKER_PRELOAD. The preload is set once per process, before
@@ -295,9 +293,7 @@ def _forkserver_context():
     from distributed.utils import get_mp_context
 
     ctx = get_mp_context()  # under multiprocessing-method "forkserver"
-    if not _FORKSERVER["preload"]:
-        ctx.set_forkserver_preload(["distributed", *WORKER_PRELOAD])
-        _FORKSERVER["preload"] = True
+    ctx.set_forkserver_preload(["distributed", *WORKER_PRELOAD])
     return ctx
 
 

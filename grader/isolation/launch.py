@@ -613,12 +613,9 @@ def main(spec_path):
     client_fd = _pidfd(spec.get("client_pid"))
 
     def client_gone():
-        if os.getppid() != client:
+        if os.getppid() != client or client_fd == GONE:
             return True
-        if client_fd is None or client_fd == GONE:
-            return client_fd == GONE
-        ready, _, _ = select.select([client_fd], [], [], 0)
-        return bool(ready)
+        return client_fd is not None and bool(select.select([client_fd], [], [], 0)[0])
     # The sandbox's control group (one per controller in cgroup v1): the unsharer joins it
     # before it forks, so every process of the sandbox is counted there together.
     joined = _join_cgroup(child, spec.get("cgroup_procs") or [])
