@@ -43,14 +43,14 @@ class Context:
         return to_cpu64(out)
 
     def try_run(self, inputs):
-        """None when the student's code runs cleanly on these inputs, else what went wrong."""
+        """(output, None) when the student's code runs cleanly on these inputs (the output as
+        run() gives it), else (None, what went wrong)."""
         try:
-            self.run(inputs)
+            return self.run(inputs), None
         except StudentError as wrapped:
-            return describe_exception(wrapped.err)
+            return None, describe_exception(wrapped.err)
         except CheckError as err:
-            return str(err)
-        return None
+            return None, str(err)
 
     def on_meta(self):
         """The student's code run with its inputs on the meta device (plain data), here or in
