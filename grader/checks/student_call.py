@@ -188,16 +188,17 @@ def _mixed_devices(found):
     tensor on the CPU is moved to the meta device first, as a GPU takes CPU scalars (a fill
     value kept as torch.tensor(-1e9), say)."""
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten, tree_map
+    from torch.utils._pytree import tree_leaves, tree_map
+
+    scalar = lambda t: t.to("meta") if isinstance(t, torch.Tensor) and t.dim() == 0 and t.device.type == "cpu" else t
 
     class Mixed(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            ts = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            ts = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
             if any(t.device.type == "meta" for t in ts):
-                scalar = lambda t: t.to("meta") if isinstance(t, torch.Tensor) and t.dim() == 0 \
-                    and t.device.type == "cpu" else t
-                args, kwargs = tree_map(scalar, args), tree_map(scalar, kwargs)
+                if any(t.device.type == "cpu" and t.dim() == 0 for t in ts):  # else nothing to move
+                    args, kwargs = tree_map(scalar, args), tree_map(scalar, kwargs)
                 other = [t for t in ts if t.device.type != "meta" and t.dim() > 0]
                 if other and not found:
                     found.append([func.overloadpacket.__name__, [int(d) for d in other[0].shape],

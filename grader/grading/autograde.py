@@ -511,10 +511,11 @@ class Grading:
                 _close_quietly(client, cluster)
 
 
-    def _connect(self, workers):
+    def _connect(self, workers, kernels=True):
         """The cluster and its client: an embedded cluster of `workers` processes (no more
         than there are submissions to grade: a worker costs a few seconds to start), or the
-        scheduler's."""
+        scheduler's. Called under DASK_CONFIG (the workers are forked from the forkserver);
+        kernels=False for work that starts no kernel (feedback pages): no kernel template."""
         from distributed import Client, LocalCluster
 
         if not self.scheduler:
@@ -523,7 +524,8 @@ class Grading:
             # a forked worker starts with the forkserver's environment: this process's own,
             # as it is now, is handed to every worker
             env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-            env.update(_shared_kernel_template())
+            if kernels:
+                env.update(_shared_kernel_template())
             _forkserver_context()
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                    memory_limit=self.memory, dashboard_address=None,

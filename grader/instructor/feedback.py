@@ -354,17 +354,17 @@ def _on_cluster(root, jobs, record, bar, workers, scheduler, memory, count):
     import dask
     from distributed import as_completed
 
-    from grader.grading.autograde import (Grading, RunStopped, UnfitWorker, _close_quietly, _own_process_groups,
-                                          _quiet_dask, environment)
+    from grader.grading.autograde import (DASK_CONFIG, Grading, RunStopped, UnfitWorker, _close_quietly,
+                                          _own_process_groups, _quiet_dask, environment)
 
     grading = Grading(root, jobs=workers, scheduler=scheduler, memory=memory)
     expected = environment()
     batches = -(-count // BATCH)
-    with dask.config.set({"distributed.scheduler.worker-saturation": 1.0,
-                          "distributed.worker.daemon": False}), _quiet_dask():
+    # the grading's settings: embedded workers forked from its forkserver, as the grading's are
+    with dask.config.set(DASK_CONFIG), _quiet_dask():
         where = scheduler or f"{min(workers, batches)} local worker(s)"
         bar.note(f"{batches} batch(es) on {where}" + ("" if scheduler else " (starting them)"))
-        cluster, client = grading._connect(min(workers, batches))
+        cluster, client = grading._connect(min(workers, batches), kernels=False)
         try:
             if not scheduler:
                 _own_process_groups(client)

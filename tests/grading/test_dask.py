@@ -252,3 +252,11 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
             assert worker["preloaded"]
             assert "forkserver" in worker["parent"]
             assert worker["template"] == str(template.shared()[0].socket)
+    # the feedback pages' cluster (grader.instructor.feedback): forked alike, handed no template
+    with dask.config.set(autograde.DASK_CONFIG):
+        cluster, client = grading._connect(2, kernels=False)
+        try:
+            pages = list(client.run(facts).values())
+        finally:
+            autograde._close_quietly(client, cluster)
+    assert [("forkserver" in w["parent"], w["preloaded"], w["template"]) for w in pages] == [(True, True, None)] * 2
