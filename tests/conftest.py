@@ -2,7 +2,9 @@ import collections
 import gc
 import os
 import resource
+import shutil
 import sys
+import tempfile
 
 from pathlib import Path
 
@@ -60,6 +62,25 @@ LONGEST = {"bundle": 460, "graded_class": 450, "browser": 410, "dask": 390, "hos
            "test_make_autograde_regrades_one_student": 70, "graded_no_attention": 60,
            "test_victims_graded_right_after_attackers_in_one_worker_keep_their_grades": 55,
            "feedback_channel": 50, "exchange_accounts": 50, "idle_time": 35}
+
+
+# The most the suite has written under the temp folder at once (a full run on the 2-core machine:
+# 1.9 GiB under pytest's base folder at its peak, kernels' and gradings' folders besides).
+TEMP_PEAK_GIB = 2.5
+
+
+def pytest_report_header(config):
+    """The temp folder's free space, first thing in the run: a disk that fills up fails hundreds
+    of tests at once, each with an error far from its cause (No space left on device, or
+    tempfile's "No usable temporary directory found")."""
+    try:
+        folder = tempfile.gettempdir()
+        free = shutil.disk_usage(folder).free / 2**30
+    except OSError as err:
+        return f"temp folder: unusable ({err}): expect most tests to fail"
+    low = (f": less than the {TEMP_PEAK_GIB} GiB the suite writes there at its peak, expect "
+           "'No space left on device'") if free < TEMP_PEAK_GIB else ""
+    return f"temp folder {folder}: {free:.1f} GiB free{low}"
 
 
 def _group(item):

@@ -100,8 +100,9 @@ def test_the_command_copies_the_notebooks_and_serves_jupyterlab(student):
     folder, port, token = tmp / "my course", _free_port(), "student-package-token"
     command = [str(Path(python).with_name("attention-student")), str(folder), "--no-browser", "--port", str(port),
                "--", f"--IdentityProvider.token={token}"]
-    proc = subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    # PYTHONFAULTHANDLER: a lab that does not stop is sent SIGABRT below, and prints where each thread is
+    proc = subprocess.Popen(command, env={**env, "PYTHONFAULTHANDLER": "1"}, cwd=tmp, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -118,7 +119,12 @@ def test_the_command_copies_the_notebooks_and_serves_jupyterlab(student):
             p.name for p in (ROOT / "notebooks").iterdir() if any(p.glob("*.ipynb")))
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGABRT)
+            pytest.fail("JupyterLab did not stop within 60 s of SIGTERM; its output, then its threads' stacks:\n"
+                        + proc.communicate(timeout=60)[0][-8000:])
     count = len(list((ROOT / "notebooks").glob("*/*.ipynb")))
     assert out.startswith(f"{folder}: copied {count} notebook(s)\n"), out[:2000]
     assert f"opening JupyterLab in {folder}" in out
