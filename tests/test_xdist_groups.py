@@ -32,13 +32,15 @@ def test_xdist_group_marks_keep_tests_on_one_worker(tmp_path):
     assert len(workers) == 4 and len(set(workers)) == 1, f"grouped tests ran on {workers}"
 
 
-def test_the_run_says_first_how_much_the_temp_folder_has_free(monkeypatch, tmp_path):
+def test_the_run_says_first_how_much_the_temp_folder_has_free(monkeypatch, tmp_path, pytestconfig):
     """A full disk fails hundreds of tests far from the cause: the header says it first."""
     import shutil
     import tempfile
     import types
+    from pathlib import Path
 
-    import conftest
+    # tests/conftest.py as pytest loaded it (every folder's conftest is a module named conftest)
+    conftest = pytestconfig.pluginmanager.get_plugin(str(Path(__file__).with_name("conftest.py")))
 
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     for free, warned in ((2**30, True), (64 * 2**30, False)):
