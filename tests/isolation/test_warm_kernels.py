@@ -177,6 +177,44 @@ def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp
     assert len(new) < 40, new
 
 
+META_PROBE = """
+import importlib.util, json, sys
+sys.path.insert(0, sys.argv[1])
+import template_server
+template_server.warm_imports()
+spec = importlib.util.spec_from_file_location("_grading_channel", sys.argv[2])
+channel = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(channel)
+import torch
+before = set(sys.modules)
+def attend(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5, dim=-1) @ v
+args = [torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 4)]
+answer = channel.execute_on_meta(attend, {"kind": "function", "args": args})
+print(json.dumps({"answer": answer, "new": sorted(set(sys.modules) - before)}))
+"""
+
+
+def test_the_checks_meta_probe_imports_nothing_heavy_after_the_templates_imports():
+    """Each graded notebook's checks run the student's code once on the meta device (in the
+    kernel, grader/checks/student_call.py); its first operation under a dispatch mode imports
+    torch's compiler package (about 1.8 s of CPU). The template has imported it, so the probe
+    in a forked kernel imports (almost) nothing."""
+    import subprocess
+    import sys
+
+    from grader.grading import channel
+
+    server = template.SERVER
+    run = subprocess.run([sys.executable, "-c", META_PROBE, str(server.parent), str(channel.STUDENT_CALL)],
+                         capture_output=True, text=True, timeout=300, cwd=str(server.parent.parent.parent),
+                         env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["answer"] == {"device": "meta", "dtype": "torch.float32", "shape": [2, 5, 4]}, result
+    assert len(result["new"]) < 10 and not [m for m in result["new"] if m.startswith("torch._dynamo")], result["new"]
+
+
 def test_a_kernel_forked_from_a_shared_template_dies_with_the_process_that_asked(tmp_path):
     """The grading process shares its template with its Dask workers (template.ENV): a
     worker's kernel is then the template's grandchild, not the worker's. A worker that
