@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from support import synthetic
 from support.paths import ROOT
 
@@ -63,6 +65,7 @@ def _autograde_command(root, *make_args):
     return [sys.executable, *args[1:], "--root", str(root)]
 
 
+@pytest.mark.shares_template
 def test_make_autograde_regrades_one_student(tmp_path):
     root = synthetic.make_course(tmp_path / "course")
     synthetic.make_submission(root, "ada", A, "correct")
