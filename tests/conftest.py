@@ -49,17 +49,15 @@ def _under_tests(path):
         return path.name
 
 
-@pytest.fixture(autouse=True)
-def _commands_share_the_template(request, monkeypatch):
-    """Tests marked `shares_template` grade through a command (`make autograde`, `nbgrader
-    autograde`, the formgrader's server) only to compare what it gives: the command's kernels
-    fork from this test process's warm template (grader.isolation.template.ENV, as a grading
-    process's Dask workers do) instead of the command starting one of its own (about 6 CPU
-    seconds). Never a test of a run that is interrupted or killed, or of real Dask workers
-    (tests/grading/test_autograde_resume.py, tests/grading/test_dask.py): what they test is
-    that a command's own template and kernels end with it."""
-    if request.node.get_closest_marker("shares_template") is None:
-        return
+@pytest.fixture
+def commands_share_the_template(monkeypatch):
+    """For tests that grade through a command (`make autograde`, `nbgrader autograde`, the
+    formgrader's server) only to compare what it gives (`@pytest.mark.usefixtures(...)`): the
+    command's kernels fork from this test process's warm template (grader.isolation.template.ENV,
+    as a grading process's Dask workers do) instead of the command starting one of its own
+    (about 6 CPU seconds). Never a test of a run that is interrupted or killed, or of real Dask
+    workers (tests/grading/test_autograde_resume.py, tests/grading/test_dask.py): what they test
+    is that a command's own template and kernels end with it."""
     from grader.isolation import template
 
     tmpl, _ = template.shared()

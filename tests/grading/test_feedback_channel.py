@@ -16,7 +16,7 @@ pytestmark = pytest.mark.xdist_group("feedback_channel")
 A = "04_single_head"
 
 
-@pytest.mark.shares_template
+@pytest.mark.usefixtures("commands_share_the_template")
 def test_a_biased_head_is_named_in_the_feedback_as_in_jupyterlab(tmp_path):
     root = synthetic.make_course(tmp_path / "course")
     biased = lambda gid, src: src.replace(", bias=False)", ")") if "class Head" in src else src

@@ -104,7 +104,7 @@ def test_the_class_is_graded_and_odd_submissions_are_listed_with_the_reason(odd_
         assert "nested more than 32 deep" in entry["reason"], entry
 
 
-@pytest.mark.shares_template
+@pytest.mark.usefixtures("commands_share_the_template")
 def test_make_autograde_lists_them_and_a_rerun_skips_them(odd_class):
     root, _ = odd_class
     out = subprocess.run([sys.executable, "-m", "grader.grading.autograde", "--root", str(root),

@@ -182,7 +182,7 @@ def _formgrader(root):
     return proc, post
 
 
-@pytest.mark.shares_template
+@pytest.mark.usefixtures("commands_share_the_template")
 def test_formgrader_nbgrader_and_make_autograde_grade_the_same(tmp_path):
     import json
 

@@ -65,7 +65,7 @@ def _autograde_command(root, *make_args):
     return [sys.executable, *args[1:], "--root", str(root)]
 
 
-@pytest.mark.shares_template
+@pytest.mark.usefixtures("commands_share_the_template")
 def test_make_autograde_regrades_one_student(tmp_path):
     root = synthetic.make_course(tmp_path / "course")
     synthetic.make_submission(root, "ada", A, "correct")

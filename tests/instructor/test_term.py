@@ -162,7 +162,7 @@ def test_release_feedback_works_for_lms_submissions(term):
     assert "Late submission penalty (Score: -0.3)" in " ".join(page.split())
 
 
-@pytest.mark.shares_template
+@pytest.mark.usefixtures("commands_share_the_template")
 def test_plain_nbgrader_autograde_applies_the_course_late_policy(tmp_path):
     """The policy is nbgrader's LateSubmissionPlugin: `nbgrader autograde` itself uses it."""
     root = synthetic.make_course(tmp_path / "course")

@@ -151,20 +151,28 @@ def test_kernels_start_cold_where_no_template_can_be_made(tmp_path, monkeypatch)
         template.close_shared()
 
 
-def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp_path):
-    """A kernel's start imports its debugger, shell and event loop (about 150 modules, a
-    third of a second): the template has them, so a forked kernel imports only the few
-    modules that must bind to its own shell."""
+def after_the_templates_imports(code, *args):
+    """Run code in a fresh Python (json and sys imported, args in sys.argv[1:]) once it has
+    imported what the template imports (template_server.warm_imports, in the template's
+    environment); what its last printed line says, as JSON."""
     import subprocess
     import sys
 
     server = template.SERVER
-    listing = subprocess.run(
-        [sys.executable, "-c", "import json, sys; sys.path.insert(0, sys.argv[1]);"
-         "import template_server as t; t.warm_imports(); print(json.dumps(sorted(sys.modules)))",
-         str(server.parent)], capture_output=True, text=True, timeout=300, check=True,
-        cwd=str(server.parent.parent.parent), env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
-    warm = set(json.loads(listing.stdout.strip().splitlines()[-1]))
+    prelude = (f"import json, sys; sys.path.insert(0, {str(server.parent)!r}); "
+               "import template_server; template_server.warm_imports()\n")
+    run = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), *map(str, args)],
+                         capture_output=True, text=True, timeout=300, cwd=str(server.parent.parent.parent),
+                         env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp_path):
+    """A kernel's start imports its debugger, shell and event loop (about 150 modules, a
+    third of a second): the template has them, so a forked kernel imports only the few
+    modules that must bind to its own shell."""
+    warm = set(after_the_templates_imports("print(json.dumps(sorted(sys.modules)))"))
     km, kc = start(tmp_path)
     try:
         assert km.provisioner.warm_started, template.shared()[1]
@@ -178,11 +186,8 @@ def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp
 
 
 META_PROBE = """
-import importlib.util, json, sys
-sys.path.insert(0, sys.argv[1])
-import template_server
-template_server.warm_imports()
-spec = importlib.util.spec_from_file_location("_grading_channel", sys.argv[2])
+import importlib.util
+spec = importlib.util.spec_from_file_location("_grading_channel", sys.argv[1])
 channel = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(channel)
 import torch
@@ -200,17 +205,9 @@ def test_the_checks_meta_probe_imports_nothing_heavy_after_the_templates_imports
     kernel, grader/checks/student_call.py); its first operation under a dispatch mode imports
     torch's compiler package (about 1.8 s of CPU). The template has imported it, so the probe
     in a forked kernel imports (almost) nothing."""
-    import subprocess
-    import sys
-
     from grader.grading import channel
 
-    server = template.SERVER
-    run = subprocess.run([sys.executable, "-c", META_PROBE, str(server.parent), str(channel.STUDENT_CALL)],
-                         capture_output=True, text=True, timeout=300, cwd=str(server.parent.parent.parent),
-                         env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = after_the_templates_imports(META_PROBE, channel.STUDENT_CALL)
     assert result["answer"] == {"device": "meta", "dtype": "torch.float32", "shape": [2, 5, 4]}, result
     assert len(result["new"]) < 10 and not [m for m in result["new"] if m.startswith("torch._dynamo")], result["new"]
 
