@@ -403,6 +403,33 @@ def test_nan_in_the_other_dtype_of_an_already_wrong_output_is_not_blamed_on_dtyp
     assert err.value.finding == "follows_inputs" and "dtype=x.dtype" in str(err.value)
 
 
+def test_an_output_right_in_float32_and_far_off_in_float64_is_not_called_a_precision():
+    """An answer that never writes its last tile gets, from torch.empty, whatever the memory
+    held: in the output check's float32 run that can be the right values (a freed buffer of
+    the same size, the reference's), in its float64 run finite leftovers. That is not a
+    float32 computation inside (errors of 1e-7), so the output check names the entries never
+    written; an answer off by float32 rounding only is still told to follow its inputs' dtype."""
+    reference = CORRECT["tiled_attention"]
+
+    def tail_right_in_float32(q, k, v, tile_size):
+        out = reference(q, k, v, tile_size)
+        if q.dtype == torch.float64:
+            out[:, :, -5:] = 0.85
+        return out
+
+    def computed_in_float32(q, k, v, tile_size):
+        return reference(q.float(), k.float(), v.float(), tile_size).to(q.dtype)
+
+    exercise = EXERCISES["tiled_attention"]
+    with pytest.raises(CheckError) as err:
+        run_check(exercise, tail_right_in_float32, "output", quiet=True)
+    assert err.value.finding == "unwritten" and "float32-accurate" not in str(err.value), str(err.value)
+    assert "never written" in str(err.value)
+    with pytest.raises(CheckError) as err:
+        run_check(exercise, computed_in_float32, "output", quiet=True)
+    assert err.value.finding == "follows_inputs" and "float32-accurate" in str(err.value), str(err.value)
+
+
 def test_a_position_table_indexed_by_token_ids_is_named_where_it_raises():
     """Hidden draws where vocab_size > block_size make the position table looked up with the
     token ids raise IndexError (nn.Embedding's "index out of range in self") instead of giving

@@ -51,7 +51,7 @@ from grader.checks.diagnosis.variants import (  # noqa: F401
 from grader.checks.diagnosis.values import (  # noqa: F401
     averaging_nonfinite_hint, context_length_finding, layout_finding, nonfinite_finding,
     online_softmax_finding, overflow_finding, ratio_finding, shape_finding, slice_finding,
-    softmax_sum_finding, unfilled_finding)
+    softmax_sum_finding, unfilled_finding, unwritten_finding)
 from grader.checks.diagnosis.errors import ERROR_RULES, error_finding  # noqa: F401
 from grader.checks.diagnosis.analysis import analyse  # noqa: F401
 from grader.checks.diagnosis.pictures import (  # noqa: F401

@@ -194,6 +194,9 @@ def _float32_inside(ctx, inputs64, out):
     tol64 = core_tolerance(inputs64)
     if torch.allclose(out, want, **tol64):
         return None
+    if not torch.allclose(out.to(torch.float32), want.to(torch.float32),
+                          **_tolerance(out.device, torch.float32)):
+        return _far_in_float64(ctx, inputs64, out, want, tol64)
     if "scores" in inputs64:  # a softmax: an error by the same factor in each row is no rounding
         found = diagnosis.softmax_sum_finding(out, want, inputs64["scores"].detach().cpu(),
                                               lambda a, b: torch.allclose(a, b, **tol64))
@@ -206,6 +209,21 @@ def _float32_inside(ctx, inputs64, out):
             f"reference by up to {float((out - want).abs().max()):.2g}): part of the computation runs in "
             "float32.\n  Create new tensors (running maximum and sum, buffers, a cache) with dtype=x.dtype "
             "and device=x.device.", "follows_inputs")
+
+
+def _far_in_float64(ctx, inputs64, out, want, tol64):
+    """Right in float32, wrong in float64 by more than float32 rounding: not a precision. Most
+    often entries never written (torch.empty's memory held the right values in one run and
+    leftovers in the other), which the values diagnosis names; else the plain difference."""
+    names = list(ctx.exercise.shape(inputs64)[1])
+    found = diagnosis.unwritten_finding(out.detach().cpu(), want,
+                                        lambda a, b: torch.allclose(a, b, **tol64), names)
+    if found:
+        return f"with float64 inputs your output is {found.name}.\n  Likely mistake: {found.hint}", found.key
+    return (f"with float64 inputs your values differ from the float64 reference by up to "
+            f"{float((out.detach().cpu() - want).abs().max()):.2g}, far more than float32 rounding, although "
+            "they match in float32: something in your code depends on the dtype, or on what memory "
+            "it was given (torch.empty).", "follows_inputs")
 
 
 def _stable(ctx):
