@@ -49,7 +49,8 @@ def load_parameters(model, params, hint):
 
 
 def execute(student, call):
-    with _standard_layouts(), full_float32():
+    layouts = _standard_layouts_watched() if call.get("watch") else _standard_layouts()
+    with layouts, full_float32():
         return _execute(student, call)
 
 
@@ -78,11 +79,22 @@ def full_float32():
 
 
 def _standard_layouts():
-    """A torch function mode under which F.scaled_dot_product_attention returns its output laid
-    out as a fresh (B, n_heads, T, head_size) tensor: its kernels may lay the output out like
-    the queries (a view of (B, T, n_heads, head_size)), and then out.transpose(1, 2).view(...)
-    happens to work. The notebooks teach that a view of a transposed tensor fails; under this
-    mode it does, whichever attention the student calls."""
+    """F.scaled_dot_product_attention on its math kernels while the student's code runs, so that
+    it returns its output laid out as a fresh (B, n_heads, T, head_size) tensor: its fused
+    kernels may lay the output out like the queries (a view of (B, T, n_heads, head_size)), and
+    then out.transpose(1, 2).view(...) happens to work. The notebooks teach that a view of a
+    transposed tensor fails; on the math kernels it does, whichever attention the student calls.
+    (torch's own switch: a few flags set and put back per call, where a torch function mode
+    would run Python at every torch call of the student's code.)"""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.MATH)
+
+
+def _standard_layouts_watched():
+    """The same for a watched run (_watched), which must see a fused attention kernel as the
+    one operation it is: the kernel torch picks, its output made contiguous by a torch function
+    mode (Python at every torch call, so only in these runs)."""
     from torch.overrides import TorchFunctionMode
 
     sdpa = torch.nn.functional.scaled_dot_product_attention

@@ -97,6 +97,8 @@ def test_a_view_after_a_transpose_fails_whichever_attention_made_the_tensor():
     merge = lambda q: F.scaled_dot_product_attention(q, q, q).transpose(1, 2).view(2, 5, 12)
     with pytest.raises(RuntimeError, match="view size is not compatible"):
         student_call.execute(merge, {"kind": "function", "args": [q]})
+    with pytest.raises(RuntimeError, match="view size is not compatible"):  # a run that watches each operation
+        student_call.execute(merge, {"kind": "function", "args": [q], "watch": {"row": 7}})
     reshape = lambda q: F.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(2, 5, 12)
     torch.testing.assert_close(student_call.execute(reshape, {"kind": "function", "args": [q]}),
                                out.transpose(1, 2).reshape(2, 5, 12))
