@@ -99,11 +99,13 @@ class HeadSizeExplorer(_ChartWidget):
     SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
     def __init__(self, T=8, n_samples=4000, n_queries=500, seed=0):
-        gen = torch.Generator().manual_seed(seed)
+        self._gen = torch.Generator().manual_seed(seed)
         max_size = self.SIZES[-1]
         self.T = T
-        self.q = torch.randn(n_samples, max_size, generator=gen, dtype=torch.float64)
-        self.k = torch.randn(n_samples, max_size, generator=gen, dtype=torch.float64)
+        # filled a block of head sizes at a time, as the slider first reaches them (_draw)
+        self.q = torch.empty(n_samples, max_size, dtype=torch.float64)  # (n_samples, max_size)
+        self.k = torch.empty(n_samples, max_size, dtype=torch.float64)  # (n_samples, max_size)
+        self._drawn = 0  # columns of q and k filled so far
         self.row_q = self.q[:n_queries]  # (n_queries, max_size): one query per row ...
         self.row_k = self.k[: n_queries * T].view(n_queries, T, max_size)  # ... and its T keys
         self.slider = widgets.SelectionSlider(options=self.SIZES, value=16, description="head_size")
@@ -114,8 +116,19 @@ class HeadSizeExplorer(_ChartWidget):
     def head_size(self):
         return self.slider.value
 
+    def _draw(self, hs):
+        """Fill q and k up to column hs, one block of SIZES at a time and in order, so that the
+        numbers do not depend on the order the slider visited the sizes in (most readers never
+        go near 1024, whose 2 x 4000 x 1024 numbers took most of the widget's start-up)."""
+        while self._drawn < hs:
+            lo, hi = self._drawn, next(s for s in self.SIZES if s > self._drawn)
+            for t in (self.q, self.k):
+                t[:, lo:hi] = torch.randn(t.shape[0], hi - lo, generator=self._gen, dtype=torch.float64)
+            self._drawn = hi
+
     def refresh(self):
         hs = self.head_size
+        self._draw(hs)
         factor = hs**-0.5 if self.scaled.value else 1.0
         self.variance = float(((self.q[:, :hs] * self.k[:, :hs]).sum(-1) * factor).var())
         scores = (self.row_k[..., :hs] @ self.row_q[:, :hs, None]).squeeze(-1) * factor  # (n_queries, T)

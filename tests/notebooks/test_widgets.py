@@ -69,6 +69,20 @@ def test_head_size_explorer_shows_variance_growth_and_the_scale_fixing_it():
     assert unscaled[1024][1] > 0.95 > scaled[1024][1]  # unscaled: nearly one-hot
 
 
+def test_head_size_explorer_numbers_do_not_depend_on_the_path_of_the_slider():
+    """q and k are drawn a block of head sizes at a time as the slider first reaches them:
+    straight to 1024 or through every size, the numbers are the same."""
+    straight, stepwise = HeadSizeExplorer(), HeadSizeExplorer()
+    assert straight._drawn == 16  # the start draws only what head_size 16 shows
+    straight.slider.value = 1024
+    for hs in reversed(HeadSizeExplorer.SIZES):
+        stepwise.slider.value = hs
+    for hs in HeadSizeExplorer.SIZES:
+        stepwise.slider.value = hs
+    assert torch.equal(straight.q, stepwise.q) and torch.equal(straight.k, stepwise.k)
+    assert straight.summary() == stepwise.summary()
+
+
 def test_entropy_of_one_hot_and_uniform():
     assert entropy(torch.tensor([0.0, 1.0, 0.0])) == 0.0
     assert entropy(torch.full((4,), 0.25)) == pytest.approx(math.log(4))
