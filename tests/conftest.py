@@ -55,14 +55,13 @@ def commands_share_the_template(monkeypatch):
     formgrader's server) only to compare what it gives (`@pytest.mark.usefixtures(...)`): the
     command's kernels fork from this test process's warm template (grader.isolation.template.ENV,
     as a grading process's Dask workers do) instead of the command starting one of its own
-    (about 6 CPU seconds). Never a test of a run that is interrupted or killed, or of real Dask
-    workers (tests/grading/test_autograde_resume.py, tests/grading/test_dask.py): what they test
-    is that a command's own template and kernels end with it."""
-    from grader.isolation import template
+    (about 6 CPU seconds). Never for a run that is interrupted or killed, or one on real Dask
+    workers (the first two runs of tests/grading/test_autograde_resume.py, tests/grading/test_dask.py):
+    what they show is that a command's own template and kernels end with it."""
+    from support.templates import template_env
 
-    tmpl, _ = template.shared()
-    if tmpl is not None:
-        monkeypatch.setenv(template.ENV, str(tmpl.socket))
+    for name, value in template_env().items():
+        monkeypatch.setenv(name, value)
 
 
 # Wall seconds of the longest xdist groups and ungrouped tests in a full run on the 2-core

@@ -11,6 +11,7 @@ import nbformat
 import psutil
 
 from support.gradebook import db_scores
+from support.templates import template_env
 from grader.instructor import cli as instructor
 from support import synthetic
 from grader.grading.status import Status
@@ -86,7 +87,11 @@ def test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once(tmp_path):
     assert kept < done < total  # the sleeper cannot have finished
 
     synthetic.make_submission(root, "sleeper", A, "correct")  # handed in again, awake
-    proc = _run_cli(root, "--jobs", "1")  # the rest, on one worker (each costs about 5 s of CPU to start)
+    # the plain reruns fork their kernels from this process's warm template (the two runs
+    # above, stopped and killed, had their own: that each ends with its run is part of what
+    # they show)
+    env = dict(os.environ, **template_env())
+    proc = _run_cli(root, "--jobs", "1", env=env)  # the rest, on one worker (each costs about 5 s of CPU to start)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-2000:]
     assert f"{total - done} graded, 0 need attention, {done} unchanged and skipped" in out, out
@@ -98,7 +103,7 @@ def test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once(tmp_path):
     # unchanged submissions are skipped; a changed one is regraded, a broken one loses its grade
     synthetic.make_submission(root, "s0", A, "missing_scale")
     synthetic.make_submission(root, "s1", A, "invalid_json")
-    out, err = _run_cli(root, "--jobs", "1").communicate(timeout=300)
+    out, err = _run_cli(root, "--jobs", "1", env=env).communicate(timeout=300)
     assert f"1 graded, 1 need attention, {total - 2} unchanged and skipped" in out
     scores = db_scores(root)
     assert scores["s0"] == 2.0 and "s1" not in scores
