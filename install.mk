@@ -12,9 +12,10 @@
 #     the build) rather than download PyPI's CUDA build (several GB); `ALLOW_CUDA=1` takes
 #     that build all the same, `TORCH_SPEC=...` installs that torch instead (a build of the
 #     locked version, e.g. a wheel file).
-# The installer: uv (much faster; installed with pip first, at the locked version) unless
-# your pip configuration names package sources of its own, which uv would not read: then
-# pip. `INSTALLER=pip` or `INSTALLER=uv` decides. Both show their progress.
+# The installer: uv (much faster; installed with pip first, at the locked version), given
+# the extra package sources and constraints your pip configuration names (uv does not read
+# it); pip where that configuration replaces PyPI (index-url, no-index) or uv cannot install
+# from its sources. `INSTALLER=pip` or `INSTALLER=uv` decides. Both show their progress.
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -18,11 +18,13 @@ install stops and says exactly why (the index cannot be reached, or it lacks tha
 instead of downloading PyPI's CUDA build (several GB): --spec (a wheel file or another
 requirement) or --allow-cuda (make ... ALLOW_CUDA=1) asks for something else.
 
-Which installer (--installer auto): uv where pip's configuration names no package source
-of its own (uv does not read pip's configuration, so a mirror, a wheel folder or an
-offline index configured for pip would be passed over), pip elsewhere. uv itself is
-installed with pip, at the version requirements.lock gives; if that fails, pip does the
-rest.
+Which installer (--installer auto): uv, given the package sources and constraints of pip's
+configuration as its own arguments (uv does not read pip's configuration, so a wheel folder
+or an extra index configured for pip would otherwise be passed over), with pip's choice of
+the best version among them; pip where that configuration replaces PyPI (`index-url`,
+`no-index`: a mirror or an offline index). uv itself is installed with pip, at the version
+requirements.lock gives; if that fails, or uv cannot install from pip's sources, pip does
+the rest.
 """
 import argparse
 import html.parser
@@ -174,6 +176,26 @@ def own_sources(settings):
     return {k: v for k, v in settings.items() if k in SOURCE_KEYS}
 
 
+# pip settings that uv takes as its own arguments: extra package sources (a wheel folder,
+# another index) and constraints; pip's `index-url` and `no-index` replace PyPI, which uv's
+# arguments say differently, so there pip stays the installer
+UV_ARGUMENTS = {"extra-index-url": "--extra-index-url", "find-links": "--find-links", "constraint": "--constraint"}
+
+
+def uv_arguments(settings):
+    """uv's arguments for pip's settings of package sources and constraints (each may list
+    several values, as pip's configuration does), or None where pip has a source setting
+    uv's arguments cannot say the same way."""
+    sources = own_sources(settings)
+    if any(k not in UV_ARGUMENTS for k in sources):
+        return None
+    args = []
+    for key, flag in UV_ARGUMENTS.items():
+        for value in settings.get(key, "").split():
+            args += [flag, value]
+    return args
+
+
 # --- installing ------------------------------------------------------------------------------
 
 def say(text):
@@ -206,20 +228,28 @@ class Installer:
         self.venv, self.lock = Path(venv), Path(lock)
         self.python = str(self.venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
         self.settings = pip_settings(self.python)
+        self.uv_args = uv_arguments(self.settings) or []  # pip's sources and constraints, said to uv
         self.name = self._choose(choice)
         self.env = dict(os.environ)
         if self.name == "uv" and self.settings.get("cert") and "SSL_CERT_FILE" not in self.env:
             self.env["SSL_CERT_FILE"] = self.settings["cert"]  # pip's certificates, for uv too
+        if self.name == "uv" and own_sources(self.settings):
+            # as pip does: the best version whichever source has it (uv's default takes the
+            # first source that has the package at all)
+            self.env.setdefault("UV_INDEX_STRATEGY", "unsafe-best-match")
 
     def _choose(self, choice):
         if choice == "pip":
             return "pip"
         sources = own_sources(self.settings)
-        if choice == "auto" and sources:
+        if choice == "auto" and sources and uv_arguments(self.settings) is None:
             say("installer: pip (your pip configuration names package sources uv would not read: "
                 + ", ".join(sorted(sources)) + ")")
             return "pip"
         if self._uv():
+            if sources:
+                say("installer: uv, given your pip configuration's package sources ("
+                    + ", ".join(sorted(sources)) + ")")
             return "uv"
         if choice == "uv":
             raise InstallError("uv could not be installed with pip (see above); INSTALLER=pip installs with pip")
@@ -249,11 +279,20 @@ class Installer:
 
     def install_command(self, *args):
         if self.name == "uv":
-            return [self.uv_path, "pip", "install", "--python", self.python, *args]
+            return [self.uv_path, "pip", "install", "--python", self.python, *self.uv_args, *args]
         return [self.python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", *args]
 
     def install(self, *args, quiet=False):
-        return run(self.install_command(*args), env=self.env, quiet=quiet)
+        if run(self.install_command(*args), env=self.env, quiet=quiet):
+            return True
+        if self.name == "uv" and own_sources(self.settings):
+            # uv was given the sources of pip's configuration: where it cannot install from
+            # them, pip (which reads that configuration itself) does, this time and after
+            say("uv could not install this from your pip configuration's package sources (see "
+                "above); pip instead, from here on")
+            self.name = "pip"
+            return run(self.install_command(*args), env=self.env, quiet=quiet)
+        return False
 
     def pip_install(self, *args, quiet=False):
         """Always pip: where the user's own pip configuration is what is asked."""
@@ -288,10 +327,11 @@ def install_torch(inst, version, index_url=CPU_INDEX, spec="", allow_cuda=False,
     if sources:
         say(f"torch {version}+cpu (CPU build: no NVIDIA driver): asking your pip's own sources "
             f"({', '.join(sorted(sources))})")
-        if inst.pip_install("--no-deps", "--constraint", inst.lock, wanted, quiet=True):
-            say(f"torch {version}+cpu (CPU build): found by your pip")
+        ask = inst.install if inst.name == "uv" else inst.pip_install  # uv: given pip's sources
+        if ask("--no-deps", "--constraint", inst.lock, wanted, quiet=True):
+            say(f"torch {version}+cpu (CPU build): found in your pip's sources")
             return "pip"
-        say(f"torch {version}+cpu: not found by your pip; trying {index_url}")
+        say(f"torch {version}+cpu: not found in your pip's sources; trying {index_url}")
     else:
         say(f"torch {version}+cpu (CPU build: no NVIDIA driver): from {index_url}")
     answer = probe_index(index_url, cert=inst.settings.get("cert"))

@@ -94,6 +94,17 @@ def test_the_cpu_build_is_wanted_on_linux_without_a_driver_only():
     assert installer.own_sources({"cert": "c", "constraint": "x", "find-links": "/w"}) == {"find-links": "/w"}
 
 
+def test_pips_extra_sources_and_constraints_become_uvs_arguments_and_a_replaced_pypi_keeps_pip():
+    settings = {"cert": "c", "extra-index-url": "file:///a/simple https://b.example/simple",
+                "find-links": "/w", "constraint": "/etc/pip/c.txt"}
+    assert installer.uv_arguments(settings) == [
+        "--extra-index-url", "file:///a/simple", "--extra-index-url", "https://b.example/simple",
+        "--find-links", "/w", "--constraint", "/etc/pip/c.txt"]
+    assert installer.uv_arguments({"cert": "c"}) == []
+    assert installer.uv_arguments({"index-url": "https://mirror.example/simple", "find-links": "/w"}) is None
+    assert installer.uv_arguments({"no-index": "1", "find-links": "/w"}) is None
+
+
 # --- the first cell -------------------------------------------------------------------------
 
 @pytest.fixture
