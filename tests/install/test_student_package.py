@@ -105,6 +105,25 @@ def test_pips_extra_sources_and_constraints_become_uvs_arguments_and_a_replaced_
     assert installer.uv_arguments({"no-index": "1", "find-links": "/w"}) is None
 
 
+def test_uv_that_cannot_install_from_pips_sources_hands_over_to_pip(monkeypatch, tmp_path):
+    """Given pip's sources, uv fails (a source it cannot read, say): pip, which reads its own
+    configuration, installs the same thing, and does the rest of the install too."""
+    inst = object.__new__(installer.Installer)
+    inst.venv, inst.lock, inst.python = tmp_path, tmp_path / "requirements.lock", "/venv/bin/python"
+    inst.settings = {"find-links": "/w"}
+    inst.uv_args, inst.name, inst.env = installer.uv_arguments(inst.settings), "uv", {}
+    ran = []
+    monkeypatch.setattr(installer, "run", lambda cmd, env=None, quiet=False: ran.append(cmd) or len(ran) > 1)
+    assert inst.install("--no-deps", "x==1")
+    assert inst.name == "pip"
+    assert ran[0][1:3] == ["pip", "install"] and ["--find-links", "/w"] == ran[0][5:7]
+    assert ran[1][:4] == ["/venv/bin/python", "-m", "pip", "install"] and "--find-links" not in ran[1]
+    assert inst.install("y==2") and len(ran) == 3 and ran[2][2] == "pip"  # pip from then on
+    inst.settings, inst.name = {}, "uv"  # uv with no pip sources of the user's: its failure stands
+    monkeypatch.setattr(installer, "run", lambda cmd, env=None, quiet=False: False)
+    assert not inst.install("z==3") and inst.name == "uv"
+
+
 # --- the first cell -------------------------------------------------------------------------
 
 @pytest.fixture
