@@ -421,9 +421,9 @@ build, which is a fraction of the size of PyPI's default (CUDA) build:
     make lab        # installs everything into .venv the first time, then opens JupyterLab
 
 It does the steps above (with uv, which is faster, given the extra package sources your
-pip configuration names; with pip where that configuration replaces PyPI) and gets the CPU build of torch itself where there is no
-NVIDIA driver; if PyTorch's CPU index cannot be reached it stops and says so rather than
-download the CUDA build. `make lab PORT=8889`, `make lab LAB_OPTS="--no-browser"`; `make
+pip configuration names; with pip where that configuration replaces PyPI) and gets the CPU
+build of torch itself where there is no NVIDIA driver; if PyTorch's CPU index cannot be
+reached it stops and says so rather than download the CUDA build. `make lab PORT=8889`, `make lab LAB_OPTS="--no-browser"`; `make
 clean` removes `.venv` to install again (your notebooks stay); `make help` lists it all.
 
 ## On a hosted notebook service (Colab, Kaggle, ...)

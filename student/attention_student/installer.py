@@ -179,7 +179,8 @@ def own_sources(settings):
 # pip settings that uv takes as its own arguments: extra package sources (a wheel folder,
 # another index) and constraints; pip's `index-url` and `no-index` replace PyPI, which uv's
 # arguments say differently, so there pip stays the installer
-UV_ARGUMENTS = {"extra-index-url": "--extra-index-url", "find-links": "--find-links", "constraint": "--constraint"}
+UV_ARGUMENTS = {"extra-index-url": "--extra-index-url", "find-links": "--find-links",
+                "constraint": "--constraint"}
 
 
 def uv_arguments(settings):
@@ -228,12 +229,13 @@ class Installer:
         self.venv, self.lock = Path(venv), Path(lock)
         self.python = str(self.venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
         self.settings = pip_settings(self.python)
-        self.uv_args = uv_arguments(self.settings) or []  # pip's sources and constraints, said to uv
+        self.sources = own_sources(self.settings)
+        self.uv_args = uv_arguments(self.settings)  # those, as uv's arguments (None: uv cannot be told)
         self.name = self._choose(choice)
         self.env = dict(os.environ)
         if self.name == "uv" and self.settings.get("cert") and "SSL_CERT_FILE" not in self.env:
             self.env["SSL_CERT_FILE"] = self.settings["cert"]  # pip's certificates, for uv too
-        if self.name == "uv" and own_sources(self.settings):
+        if self.name == "uv" and self.sources:
             # as pip does: the best version whichever source has it (uv's default takes the
             # first source that has the package at all)
             self.env.setdefault("UV_INDEX_STRATEGY", "unsafe-best-match")
@@ -241,15 +243,14 @@ class Installer:
     def _choose(self, choice):
         if choice == "pip":
             return "pip"
-        sources = own_sources(self.settings)
-        if choice == "auto" and sources and uv_arguments(self.settings) is None:
+        if choice == "auto" and self.sources and self.uv_args is None:
             say("installer: pip (your pip configuration names package sources uv would not read: "
-                + ", ".join(sorted(sources)) + ")")
+                + ", ".join(sorted(self.sources)) + ")")
             return "pip"
         if self._uv():
-            if sources:
+            if self.sources:
                 say("installer: uv, given your pip configuration's package sources ("
-                    + ", ".join(sorted(sources)) + ")")
+                    + ", ".join(sorted(self.sources)) + ")")
             return "uv"
         if choice == "uv":
             raise InstallError("uv could not be installed with pip (see above); INSTALLER=pip installs with pip")
@@ -279,13 +280,13 @@ class Installer:
 
     def install_command(self, *args):
         if self.name == "uv":
-            return [self.uv_path, "pip", "install", "--python", self.python, *self.uv_args, *args]
+            return [self.uv_path, "pip", "install", "--python", self.python, *(self.uv_args or []), *args]
         return [self.python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", *args]
 
     def install(self, *args, quiet=False):
         if run(self.install_command(*args), env=self.env, quiet=quiet):
             return True
-        if self.name == "uv" and own_sources(self.settings):
+        if self.name == "uv" and self.sources:
             # uv was given the sources of pip's configuration: where it cannot install from
             # them, pip (which reads that configuration itself) does, this time and after
             say("uv could not install this from your pip configuration's package sources (see "
@@ -323,11 +324,11 @@ def install_torch(inst, version, index_url=CPU_INDEX, spec="", allow_cuda=False,
             raise InstallError(f"installing torch=={version} failed (see above)")
         return "pypi"
     wanted = f"torch=={version}+cpu"
-    sources = own_sources(inst.settings)
-    if sources:
+    if inst.sources:
         say(f"torch {version}+cpu (CPU build: no NVIDIA driver): asking your pip's own sources "
-            f"({', '.join(sorted(sources))})")
-        ask = inst.install if inst.name == "uv" else inst.pip_install  # uv: given pip's sources
+            f"({', '.join(sorted(inst.sources))})")
+        # the installer, where it reads those sources (pip, or uv given them); else pip itself
+        ask = inst.install if inst.uv_args is not None else inst.pip_install
         if ask("--no-deps", "--constraint", inst.lock, wanted, quiet=True):
             say(f"torch {version}+cpu (CPU build): found in your pip's sources")
             return "pip"

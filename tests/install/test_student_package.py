@@ -111,7 +111,8 @@ def test_uv_that_cannot_install_from_pips_sources_hands_over_to_pip(monkeypatch,
     inst = object.__new__(installer.Installer)
     inst.venv, inst.lock, inst.python = tmp_path, tmp_path / "requirements.lock", "/venv/bin/python"
     inst.settings = {"find-links": "/w"}
-    inst.uv_args, inst.name, inst.env = installer.uv_arguments(inst.settings), "uv", {}
+    inst.sources, inst.uv_args = installer.own_sources(inst.settings), installer.uv_arguments(inst.settings)
+    inst.name, inst.env = "uv", {}
     ran = []
     monkeypatch.setattr(installer, "run", lambda cmd, env=None, quiet=False: ran.append(cmd) or len(ran) > 1)
     assert inst.install("--no-deps", "x==1")
@@ -119,7 +120,7 @@ def test_uv_that_cannot_install_from_pips_sources_hands_over_to_pip(monkeypatch,
     assert ran[0][1:3] == ["pip", "install"] and ["--find-links", "/w"] == ran[0][5:7]
     assert ran[1][:4] == ["/venv/bin/python", "-m", "pip", "install"] and "--find-links" not in ran[1]
     assert inst.install("y==2") and len(ran) == 3 and ran[2][2] == "pip"  # pip from then on
-    inst.settings, inst.name = {}, "uv"  # uv with no pip sources of the user's: its failure stands
+    inst.sources, inst.name = {}, "uv"  # uv with no pip sources of the user's: its failure stands
     monkeypatch.setattr(installer, "run", lambda cmd, env=None, quiet=False: False)
     assert not inst.install("z==3") and inst.name == "uv"
 

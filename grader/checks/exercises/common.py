@@ -215,13 +215,12 @@ def _far_in_float64(ctx, inputs64, out, want, tol64):
     """Right in float32, wrong in float64 by more than float32 rounding: not a precision. Most
     often entries never written (torch.empty's memory held the right values in one run and
     leftovers in the other), which the values diagnosis names; else the plain difference."""
-    names = list(ctx.exercise.shape(inputs64)[1])
-    found = diagnosis.unwritten_finding(out.detach().cpu(), want,
-                                        lambda a, b: torch.allclose(a, b, **tol64), names)
+    got, names = out.detach().cpu(), list(ctx.exercise.shape(inputs64)[1])
+    found = diagnosis.unwritten_finding(got, want, lambda a, b: torch.allclose(a, b, **tol64), names)
     if found:
         return f"with float64 inputs your output is {found.name}.\n  Likely mistake: {found.hint}", found.key
     return (f"with float64 inputs your values differ from the float64 reference by up to "
-            f"{float((out.detach().cpu() - want).abs().max()):.2g}, far more than float32 rounding, although "
+            f"{float((got - want).abs().max()):.2g}, far more than float32 rounding, although "
             "they match in float32: something in your code depends on the dtype, or on what memory "
             "it was given (torch.empty).", "follows_inputs")
 
