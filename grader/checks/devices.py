@@ -29,7 +29,15 @@ def resolve_device(device=None):
 
 
 def tolerance(device, dtype):
-    return TOLERANCES[(torch.device(device).type, dtype)]
+    """The tolerances of a check run on device in dtype; ValueError, saying what the checks
+    run in, for a precision or a device they have none for (float16, bfloat16, mps)."""
+    kind = torch.device(device).type
+    if (kind, dtype) not in TOLERANCES:
+        short = lambda d: str(d).replace("torch.", "")
+        dtypes = " or ".join(dict.fromkeys(short(d) for _, d in TOLERANCES))
+        devices = " or ".join(dict.fromkeys(k for k, _ in TOLERANCES))
+        raise ValueError(f"the checks run in {dtypes} on {devices}, not in {short(dtype)} on {kind}")
+    return TOLERANCES[(kind, dtype)]
 
 
 def to_device(inputs, device, dtype):

@@ -188,6 +188,16 @@ def test_unknown_focus_is_an_error_for_the_author():
         grader.check_head(Head, "valeus")
 
 
+@pytest.mark.parametrize("dtype,device", [(torch.float16, "cpu"), (torch.bfloat16, "cpu"), (torch.float32, "meta")])
+def test_a_precision_or_device_without_tolerances_is_refused_in_words(dtype, device):
+    """float16 and bfloat16 have no tolerances (scripts/gpu_check.py shows them refused), nor
+    has a device other than the CPU and CUDA: the check says what it runs in, before it runs."""
+    short = str(dtype).replace("torch.", "")
+    with pytest.raises(ValueError, match=rf"^the checks run in float32 or float64 on cpu or cuda, not in {short} on {device}$"):
+        grader.check_scaled_dot_product_attention(CORRECT["scaled_dot_product_attention"], "values",
+                                                  dtype=dtype, device=device)
+
+
 def test_float64_checks_use_tight_tolerances():
     grader.check_scaled_dot_product_attention(CORRECT["scaled_dot_product_attention"], "values",
                                               dtype=torch.float64)
