@@ -283,14 +283,16 @@ class Installer:
             return [self.uv_path, "pip", "install", "--python", self.python, *(self.uv_args or []), *args]
         return [self.python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", *args]
 
-    def install(self, *args, quiet=False):
+    def install(self, *args, quiet=False, hand_over=True):
+        """Install with the chosen installer; True if it succeeded. hand_over=False where a
+        failure is an answer (torch missing from a source asked), not uv failing."""
         if run(self.install_command(*args), env=self.env, quiet=quiet):
             return True
-        if self.name == "uv" and self.sources:
+        if self.name == "uv" and self.sources and hand_over:
             # uv was given the sources of pip's configuration: where it cannot install from
             # them, pip (which reads that configuration itself) does, this time and after
-            say("uv could not install this from your pip configuration's package sources (see "
-                "above); pip instead, from here on")
+            say("uv could not install this from your pip configuration's package sources"
+                + ("" if quiet else " (see above)") + "; pip instead, from here on")
             self.name = "pip"
             return run(self.install_command(*args), env=self.env, quiet=quiet)
         return False
@@ -327,9 +329,11 @@ def install_torch(inst, version, index_url=CPU_INDEX, spec="", allow_cuda=False,
     if inst.sources:
         say(f"torch {version}+cpu (CPU build: no NVIDIA driver): asking your pip's own sources "
             f"({', '.join(sorted(inst.sources))})")
-        # the installer, where it reads those sources (pip, or uv given them); else pip itself
-        ask = inst.install if inst.uv_args is not None else inst.pip_install
-        if ask("--no-deps", "--constraint", inst.lock, wanted, quiet=True):
+        # uv given those sources first; pip (which reads them itself) where uv finds nothing or
+        # cannot be given them. Torch missing there is an answer: uv keeps the rest of the install
+        args = ("--no-deps", "--constraint", inst.lock, wanted)
+        by_uv = inst.name == "uv" and inst.uv_args is not None
+        if (by_uv and inst.install(*args, quiet=True, hand_over=False)) or inst.pip_install(*args, quiet=True):
             say(f"torch {version}+cpu (CPU build): found in your pip's sources")
             return "pip"
         say(f"torch {version}+cpu: not found in your pip's sources; trying {index_url}")

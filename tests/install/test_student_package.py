@@ -105,14 +105,20 @@ def test_pips_extra_sources_and_constraints_become_uvs_arguments_and_a_replaced_
     assert installer.uv_arguments({"no-index": "1", "find-links": "/w"}) is None
 
 
-def test_uv_that_cannot_install_from_pips_sources_hands_over_to_pip(monkeypatch, tmp_path):
-    """Given pip's sources, uv fails (a source it cannot read, say): pip, which reads its own
-    configuration, installs the same thing, and does the rest of the install too."""
+def _uv_given_pips_wheel_folder(tmp_path):
+    """An Installer that chose uv for a pip configuration naming a wheel folder (nothing run)."""
     inst = object.__new__(installer.Installer)
     inst.venv, inst.lock, inst.python = tmp_path, tmp_path / "requirements.lock", "/venv/bin/python"
     inst.settings = {"find-links": "/w"}
     inst.sources, inst.uv_args = installer.own_sources(inst.settings), installer.uv_arguments(inst.settings)
     inst.name, inst.env = "uv", {}
+    return inst
+
+
+def test_uv_that_cannot_install_from_pips_sources_hands_over_to_pip(monkeypatch, tmp_path):
+    """Given pip's sources, uv fails (a source it cannot read, say): pip, which reads its own
+    configuration, installs the same thing, and does the rest of the install too."""
+    inst = _uv_given_pips_wheel_folder(tmp_path)
     ran = []
     monkeypatch.setattr(installer, "run", lambda cmd, env=None, quiet=False: ran.append(cmd) or len(ran) > 1)
     assert inst.install("--no-deps", "x==1")
@@ -123,6 +129,19 @@ def test_uv_that_cannot_install_from_pips_sources_hands_over_to_pip(monkeypatch,
     inst.sources, inst.name = {}, "uv"  # uv with no pip sources of the user's: its failure stands
     monkeypatch.setattr(installer, "run", lambda cmd, env=None, quiet=False: False)
     assert not inst.install("z==3") and inst.name == "uv"
+
+
+def test_torch_missing_from_pips_sources_is_an_answer_and_uv_keeps_the_install(monkeypatch, tmp_path, capsys):
+    """uv, given pip's sources, finds no CPU build of torch there: pip, which reads them
+    itself, is asked once as well (it found it here), and uv stays the installer, with no
+    word of handing over."""
+    inst = _uv_given_pips_wheel_folder(tmp_path)
+    ran = []
+    monkeypatch.setattr(installer, "run", lambda cmd, env=None, quiet=False: ran.append(cmd) or len(ran) > 1)
+    assert installer.install_torch(inst, "2.0.0", system="Linux", driver=None) == "pip"
+    assert [cmd[:3] for cmd in ran] == [[inst.uv_path, "pip", "install"], ["/venv/bin/python", "-m", "pip"]]
+    assert all(cmd[-1] == "torch==2.0.0+cpu" for cmd in ran)
+    assert inst.name == "uv" and "from here on" not in capsys.readouterr().out
 
 
 # --- the first cell -------------------------------------------------------------------------
