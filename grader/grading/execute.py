@@ -284,8 +284,8 @@ class GradingExecute(Execute):
             self._deadline = self._started + self.notebook_budget
             self._own_kept = _own_wait_for_cpu()
 
-    def _remaining(self):
-        charged = self._charged()
+    def _remaining(self, now=None):
+        charged = self._charged(now)
         if charged is not None:
             return self.notebook_budget - charged
         deadline = getattr(self, "_deadline", None)
@@ -298,27 +298,40 @@ class GradingExecute(Execute):
             return float("inf")
         return deadline + self.notebook_budget * (self.wall_factor - 1) - time.monotonic()
 
-    def _cell_limit(self, cell):
-        """The cell's limit: seconds of its own time where counted, else wall seconds (None: none)."""
+    def _cell_limit(self, cell, now=None):
+        """The cell's limit: seconds of its own time where counted, else wall seconds (None:
+        none); `now`: the clocks' Sample at the cell's start, where already taken."""
         timeout = super()._get_timeout(cell)
         if getattr(self, "_calling", False):
             timeout = min(timeout or self.call_timeout, self.call_timeout)
-        remaining = self._remaining()
+        remaining = self._remaining(now)
         if remaining == float("inf"):
             return timeout
         return max(1, min(timeout or remaining, int(remaining) + 1))
 
     def _get_timeout(self, cell):
+        """nbclient's timeout (asked twice per cell): the ceiling async_execute_cell set for
+        the cell it runs, from the clocks it read once at the cell's start (reading them
+        costs about a tenth of the grading process's CPU where each ask read them again:
+        a check calls the student's code through a cell some fifty times per notebook)."""
+        ceiling = getattr(self, "_ceiling", None)
+        if ceiling is not None:
+            return ceiling
         limit = self._cell_limit(cell)
         if limit is None or self._sandbox_cpu() is None:
             return limit
-        # nbclient's own timeout is the wall-clock ceiling; the cell's own time is watched below
+        return self._wall_ceiling(limit)
+
+    def _wall_ceiling(self, limit):
+        """nbclient's own timeout where the sandbox's time is counted: the wall-clock ceiling
+        of a cell whose limit of its own time is `limit` (that limit is watched by _watch)."""
         return max(1, int(min(limit * self.wall_factor, self._wall_left())) + 1)
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         self._start_clocks()
         start = self._sample()
-        limit = self._cell_limit(cell) if start is not None else None
+        limit = self._cell_limit(cell, start) if start is not None else None
+        self._ceiling = self._wall_ceiling(limit) if limit else None
         interrupted = []  # the watch's reason, once it has interrupted the kernel
         self._running, self._timed_out = start, False
         watch = asyncio.ensure_future(self._watch(start, limit, interrupted)) if limit else None
@@ -332,6 +345,7 @@ class GradingExecute(Execute):
                 raise
             # the cell ignored the watch's interrupt, so the watch stopped its kernel
         finally:
+            self._ceiling = None
             if watch is not None:
                 watch.cancel()
             used = self._end_cell(start)
@@ -414,6 +428,15 @@ class GradingExecute(Execute):
         with its whole sandbox (_stop_kernel)."""
         while True:
             await asyncio.sleep(0.05)
+            if time.monotonic() - start.wall <= limit:
+                # before `limit` seconds have passed, only CPU (several processes at once) can
+                # pass the limit: the sandbox's CPU alone is read (one file, where a whole
+                # Sample reads one per thread of the kernel)
+                cpu = self._sandbox_cpu()
+                if cpu is None:
+                    return None
+                if cpu - start.cpu <= limit:
+                    continue
             now = self._sample()
             if now is None:
                 return None
