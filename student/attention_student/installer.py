@@ -399,11 +399,33 @@ def install_packages(inst, requirements=(), editable=(), wheels=(), remove=(), c
         inst.uninstall(list(remove))
     if compile_:
         lib = inst.venv / ("Lib" if os.name == "nt" else "lib")
-        files = sum(1 for _ in lib.rglob("*.py"))
-        say(f"byte-compiling {files} files of {inst.venv} on {os.cpu_count()} cores")
+        own = [folder for path in editable for folder in project_packages(path)]
+        files = sum(1 for folder in [lib, *own] for _ in folder.rglob("*.py"))
+        say(f"byte-compiling {files} files of {inst.venv}"
+            + (f" and of the project's packages ({', '.join(f.name for f in own)})" if own else "")
+            + f" on {os.cpu_count()} cores")
         started = time.monotonic()
-        subprocess.run([inst.python, "-m", "compileall", "-qq", "-j", "0", str(lib)])
+        subprocess.run([inst.python, "-m", "compileall", "-qq", "-j", "0", str(lib), *map(str, own)])
         say(f"byte-compiled in {time.monotonic() - started:.0f} s")
+
+
+def project_packages(path):
+    """The package folders of the project at path, as its pyproject.toml finds them
+    ([tool.setuptools.packages.find] include): an editable install leaves them uncompiled, and
+    where Python may not write bytecode (PYTHONDONTWRITEBYTECODE set, a grading sandbox's
+    read-only view of the course) every process that imports them compiles them again
+    (measured: 0.2 s of CPU for a kernel's `from grader import check_...`, 0.4 s for a
+    grading worker). A Python without tomllib (before 3.11), or no such table: none."""
+    try:
+        import fnmatch
+        import tomllib
+
+        config = tomllib.loads((Path(path) / "pyproject.toml").read_text(encoding="utf-8"))
+    except (ImportError, OSError, ValueError):
+        return []
+    patterns = config.get("tool", {}).get("setuptools", {}).get("packages", {}).get("find", {}).get("include", [])
+    return [folder for folder in sorted(Path(path).iterdir())
+            if (folder / "__init__.py").is_file() and any(fnmatch.fnmatch(folder.name, p) for p in patterns)]
 
 
 def cuda_build_without_driver():

@@ -61,6 +61,10 @@ def student(tmp_path_factory, student_bundle):
                     "PyTorch's CPU index")
     tmp = tmp_path_factory.mktemp("student")
     env = pypi_only_env(tmp)
+    # a student's Python writes the bytecode of what it imports (--no-compile below leaves it to
+    # the first import); this machine's environment may say not to, which would make each of
+    # the module's kernels compile torch again (about 8 s of CPU each)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env["PATH"] = str(venv / "bin")  # the environment's programs and nothing else: no make, no shell tools

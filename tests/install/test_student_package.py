@@ -250,3 +250,19 @@ def test_every_notebook_starts_with_the_install_cell():
     assert len(paths) >= 18 and len(paths) == 2 * len(notebook_paths("solutions"))
     missing = [str(p) for p in paths if not first_cell.first_cell_is_install_cell(nbformat.read(p, as_version=4))]
     assert missing == []
+
+
+def test_the_projects_own_packages_are_compiled_with_the_environment(tmp_path):
+    """make install byte-compiles the project's packages with the environment (an editable
+    install leaves them uncompiled, and a sandbox or PYTHONDONTWRITEBYTECODE never writes
+    their bytecode): the folders pyproject.toml's find/include patterns name, nothing else."""
+    assert [p.name for p in installer.project_packages(ROOT)] == ["grader", "notebook_helpers"]
+    (tmp_path / "pyproject.toml").write_text('[tool.setuptools.packages.find]\ninclude = ["mine*"]\n')
+    for name in ("mine", "mine_too", "other", "mine_data"):
+        (tmp_path / name).mkdir()
+    for name in ("mine", "mine_too", "other"):
+        (tmp_path / name / "__init__.py").write_text("")
+    assert [p.name for p in installer.project_packages(tmp_path)] == ["mine", "mine_too"]
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert installer.project_packages(tmp_path) == []
+    assert installer.project_packages(tmp_path / "nowhere") == []
