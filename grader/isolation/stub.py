@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 from grader import EXERCISE_KEYS
+from grader.checks.parsing import parse
 
 GRADER_DIR = Path(__file__).resolve().parent.parent
 # grader.reference functions that released notebooks import as given code.
@@ -55,7 +56,7 @@ del _key
 def _given_functions(names):
     """Source of the named top-level functions of grader/answers/reference.py, and its imports."""
     source = (GRADER_DIR / "answers" / "reference.py").read_text(encoding="utf-8")
-    tree = ast.parse(source)
+    tree = parse(source)  # each sandbox's start, in a grading thread: parse's lock (grader.checks.parsing)
     imports = [ast.get_source_segment(source, node) for node in tree.body  # not grader's own:
                if isinstance(node, ast.Import)                              # the stub has none of it
                or isinstance(node, ast.ImportFrom) and not (node.module or "").startswith("grader")]

@@ -54,11 +54,12 @@ def busy_machine():
 
 
 def test_a_busy_machine_does_not_spend_a_cells_cpu_limit(tmp_path, busy_machine):
-    """On a machine that spinning processes keep busy, a cell that computes for 1 s of CPU
-    takes longer than its 2 s limit in wall time, and is within that limit; a cell that
-    spins forever is interrupted once it has used 2 s of CPU."""
-    computed, spun, after = execute(tmp_path, [SPIN.format(seconds=1), "while True: pass",
-                                               "print('after')"], timeout=2, budget=60)
+    """On a machine that spinning processes keep busy, a cell that computes for 0.5 s of CPU
+    takes longer than its 1 s limit in wall time (at most 0.4 of a core: 1.25 s), and is within
+    that limit; a cell that spins forever is interrupted once it has used 1 s of CPU. (The
+    spinners run as long as the test does: the shorter, the less CPU the suite spends.)"""
+    computed, spun, after = execute(tmp_path, [SPIN.format(seconds=0.5), "while True: pass",
+                                               "print('after')"], timeout=1, budget=60)
     assert computed == [("stream", "done\n")]
     assert CELL_CPU_ERROR in errors(spun)
     assert after == [("stream", "after\n")]
