@@ -299,14 +299,56 @@ def _scratch_gradebooks():
 
 _ENGINES = {}  # scratch course folder -> its gradebook engines, kept from one submission to the next
 _BASE = []  # this process's folder for scratch courses (made once, unpredictable)
+_HELD = []  # the open, locked file that marks that folder as in use, for the process's life
+SCRATCH_PREFIX = "grading-"
+IN_USE = ".in-use"  # in a scratch base folder: locked (flock) by the process that made it
+
+
+def _scratch_base():
+    """This process's folder for scratch courses in the temp folder, made once and removed
+    when the process ends. A process that is killed (a Dask worker stopped by its nanny, a
+    machine lost) cannot remove its own, so each new one first removes the folders whose
+    marker file no process holds locked any more (an open file's lock ends with its
+    process, however it ends; one being made is locked before it gets its name)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        _remove_if_abandoned(folder)
+    base = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+    marker = open(os.path.join(base, IN_USE + ".new"), "w")
+    try:
+        import fcntl
+
+        fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):  # no flock here (Windows): never taken for abandoned
+        pass
+    os.rename(marker.name, os.path.join(base, IN_USE))
+    _HELD.append(marker)
+    atexit.register(shutil.rmtree, base, True)
+    return base
+
+
+def _remove_if_abandoned(folder):
+    """Remove a scratch base folder whose maker has ended (its marker is not locked); one
+    without a marker (being made, or not ours) is left alone."""
+    try:
+        import fcntl
+
+        fd = os.open(folder / IN_USE, os.O_RDONLY | os.O_NOFOLLOW)
+    except (ImportError, OSError):
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: its process is alive
+        return
+    finally:
+        os.close(fd)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _scratch_course():
     """The throwaway course folder of this process's thread, empty: the same path for each
     of its submissions (one worker thread grades one submission at a time)."""
     if not _BASE or not os.path.isdir(_BASE[0]):
-        _BASE[:] = [tempfile.mkdtemp(prefix="grading-")]
-        atexit.register(shutil.rmtree, _BASE[0], True)
+        _BASE[:] = [_scratch_base()]
     course = Path(_BASE[0]) / f"course-{threading.get_ident()}"
     shutil.rmtree(course, ignore_errors=True)
     course.mkdir(mode=0o700)

@@ -111,3 +111,39 @@ def test_scratch_gradebooks_keep_their_engine_and_never_the_last_submissions_dat
         with Gradebook(f"sqlite:///{tmp_path / 'course.db'}") as gb:
             own.append(gb.engine)
     assert own[0] is not own[1] and engines[0] not in own
+
+
+def test_a_killed_process_s_scratch_folder_is_removed_by_the_next_one(tmp_path, monkeypatch):
+    """A grading process removes its scratch folder when it ends; one that is killed cannot
+    (a Dask worker stopped by its nanny, a machine lost), so the next process removes every
+    scratch folder whose marker no live process holds locked, and only those."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    from grader.grading import submission
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    maker = ("import sys, time; sys.path.insert(0, sys.argv[1]); import tempfile; tempfile.tempdir = sys.argv[2]\n"
+             "from grader.grading import submission\nprint(submission._scratch_course(), flush=True)\ntime.sleep(600)")
+    procs = [subprocess.Popen([sys.executable, "-c", maker, str(submission.Path(submission.__file__).parents[2]),
+                               str(tmp_path)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    killed, alive = [submission.Path(p.stdout.readline().strip()).parent for p in procs]
+    not_ours = tmp_path / f"{submission.SCRATCH_PREFIX}not-ours"
+    not_ours.mkdir()  # no marker: being made, or someone else's
+    try:
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait()
+        assert killed.is_dir() and (killed / submission.IN_USE).is_file()  # left behind
+        monkeypatch.setattr(submission, "_BASE", [])
+        monkeypatch.setattr(submission, "_HELD", [])
+        mine = submission._scratch_course().parent
+        assert not killed.exists() and alive.is_dir() and not_ours.is_dir() and mine.is_dir()
+        assert (mine / submission.IN_USE).is_file() and not (mine / (submission.IN_USE + ".new")).exists()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        for held in submission._HELD:
+            held.close()

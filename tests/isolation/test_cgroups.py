@@ -1,6 +1,5 @@
 """Each sandbox's own control group: one memory limit and one process limit for all its
 processes together, its CPU time counted, and nothing left behind."""
-import tempfile
 import textwrap
 import time
 
@@ -18,11 +17,11 @@ MiB = 2**20
 
 
 @pytest.fixture
-def sandbox():
+def sandbox(tmp_path):
     """A kernel whose sandbox may hold 384 MiB and 48 processes in all."""
     km = KernelManager(kernel_name=KERNEL_NAME,
                        config=sandbox_settings(total_memory=384 * MiB, processes=48))
-    km.start_kernel(cwd=tempfile.mkdtemp(prefix="cgroup-test-"))
+    km.start_kernel(cwd=str(tmp_path))
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=120)
@@ -87,9 +86,9 @@ def test_cpu_time_counts_every_process_of_the_sandbox(sandbox):
     assert km.provisioner.sandbox_cpu_seconds() - before >= 1.0
 
 
-def test_the_group_goes_with_the_sandbox():
+def test_the_group_goes_with_the_sandbox(tmp_path):
     km = KernelManager(kernel_name=KERNEL_NAME, config=sandbox_settings())
-    km.start_kernel(cwd=tempfile.mkdtemp(prefix="cgroup-test-"))
+    km.start_kernel(cwd=str(tmp_path))
     folders = list(km.provisioner.cgroup.folders.values())
     assert all(f.is_dir() for f in folders)
     km.shutdown_kernel(now=True)
