@@ -26,6 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+try:
+    import fcntl  # scratch folders' in-use markers (absent on Windows)
+except ImportError:
+    fcntl = None
+
 from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, NotebookChecks, NotebookResult
 
 MAX_SUBMISSION_BYTES = 64 * 2**20
@@ -314,34 +319,37 @@ def _scratch_base():
         _remove_if_abandoned(folder)
     base = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
     marker = open(os.path.join(base, IN_USE + ".new"), "w")
-    try:
-        import fcntl
-
-        fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (ImportError, OSError):  # no flock here (Windows): never taken for abandoned
-        pass
-    os.rename(marker.name, os.path.join(base, IN_USE))
     _HELD.append(marker)
+    if _lock(marker.fileno()):  # where it cannot be locked (Windows, some network disks), the
+        os.rename(marker.name, os.path.join(base, IN_USE))  # marker keeps its temporary name: never swept
     atexit.register(shutil.rmtree, base, True)
     return base
 
 
 def _remove_if_abandoned(folder):
     """Remove a scratch base folder whose maker has ended (its marker is not locked); one
-    without a marker (being made, or not ours) is left alone."""
+    without a marker (being made, not ours, or made where flock is missing) is left alone."""
     try:
-        import fcntl
-
         fd = os.open(folder / IN_USE, os.O_RDONLY | os.O_NOFOLLOW)
-    except (ImportError, OSError):
+    except OSError:
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # held: its process is alive
-        return
+        abandoned = _lock(fd)  # False while its process is alive and holds the lock
     finally:
         os.close(fd)
-    shutil.rmtree(folder, ignore_errors=True)
+    if abandoned:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _lock(fd):
+    """Whether an exclusive flock on fd was taken now (False: held elsewhere, or no flock)."""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
 
 
 def _scratch_course():

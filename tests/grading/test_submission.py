@@ -1,4 +1,6 @@
 """What an instructor reads when nbgrader could not grade a submission."""
+from pathlib import Path
+
 from grader.grading.submission import _explain
 
 NBGRADER_LOG = """[INFO] Autograding submitted/ada/05/05.ipynb
@@ -123,13 +125,13 @@ def test_a_killed_process_s_scratch_folder_is_removed_by_the_next_one(tmp_path, 
     import tempfile
 
     from grader.grading import submission
+    from support.paths import ROOT
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     maker = ("import sys, time; sys.path.insert(0, sys.argv[1]); import tempfile; tempfile.tempdir = sys.argv[2]\n"
              "from grader.grading import submission\nprint(submission._scratch_course(), flush=True)\ntime.sleep(600)")
-    procs = [subprocess.Popen([sys.executable, "-c", maker, str(submission.Path(submission.__file__).parents[2]),
-                               str(tmp_path)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    killed, alive = [submission.Path(p.stdout.readline().strip()).parent for p in procs]
+    procs = [subprocess.Popen([sys.executable, "-c", maker, str(ROOT), str(tmp_path)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    killed, alive = [Path(p.stdout.readline().strip()).parent for p in procs]
     not_ours = tmp_path / f"{submission.SCRATCH_PREFIX}not-ours"
     not_ours.mkdir()  # no marker: being made, or someone else's
     try:
