@@ -112,3 +112,47 @@ def test_a_client_leaves_no_socket_open_when_it_stops():
     with ThreadPoolExecutor(1) as pool:  # on a thread of its own, as above
         found = pool.submit(asyncio.run, channels()).result()
     assert all(c.monitor.closed and c.socket is None for c in found)
+
+
+def test_a_reply_whose_wakeup_was_lost_is_still_read():
+    """A zmq socket's file descriptor signals only a change, once: where something drains
+    that signal before the event loop sees it (here a direct poll of the socket, standing in
+    for the lost signal that left notebook 05's execute_reply unread until its cell's time
+    limit stopped an idle kernel), the channel still reads the reply, within POLL_SLICE."""
+    import asyncio
+    import time
+
+    import zmq
+    import zmq.asyncio
+    from jupyter_client.session import Session
+
+    from grader.grading.kernel_client import POLL_SLICE, BoundedChannel
+
+    async def scenario():
+        session = Session(key=b"lost-wakeup")
+        kernel = zmq.Context.instance().socket(zmq.ROUTER)  # the kernel's side, blocking
+        port = kernel.bind_to_random_port("tcp://127.0.0.1")
+        client = zmq.asyncio.Context.instance().socket(zmq.DEALER)
+        client.connect(f"tcp://127.0.0.1:{port}")
+        channel = BoundedChannel(client, session)
+        try:
+            channel.send(session.msg("kernel_info_request", {}))
+            ident = kernel.recv_multipart()[0]
+            waiting = asyncio.ensure_future(channel.get_msg(timeout=None))
+            await asyncio.sleep(0.2)  # the channel is waiting on the event loop
+            sent = time.monotonic()
+            session.send(kernel, "kernel_info_reply", {"status": "ok"}, ident=ident)
+            direct = zmq.Socket.shadow(client.underlying)
+            assert direct.poll(5000) == zmq.POLLIN  # the reply is there, and its signal drained
+            reply = await asyncio.wait_for(waiting, 10)
+            return reply["msg_type"], time.monotonic() - sent
+        finally:
+            channel.close()
+            kernel.close(linger=0)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # on a thread of its own, as above
+        msg_type, waited = pool.submit(asyncio.run, scenario()).result()
+    assert msg_type == "kernel_info_reply"
+    print(f"read {waited:.2f} s after it was sent (POLL_SLICE {POLL_SLICE} s)")
