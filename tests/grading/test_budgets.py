@@ -3,17 +3,13 @@ compute or wait, less the time the machine kept them from a CPU (measured), or b
 their sandbox uses where that is more; a loaded machine cannot spend them, sleeping does. A
 wall-clock ceiling several times larger stops a notebook only when the machine starves it,
 and says so; the second time, the notebook is graded at its ceiling."""
-import os
-import subprocess
-import sys
-
 import nbformat
 import pytest
 from traitlets.config import Config
 
 from grader.grading.execute import CELL_CPU_ERROR, MEMORY_ERROR, WALL_CEILING_ERROR, GradingExecute
 from grader.isolation import KERNEL_NAME, cgroups, isolation_available, sandbox_settings
-from support.starve import StarvedExecute
+from support.starve import BUSY, BusyExecute, StarvedExecute
 
 available, why = isolation_available()
 support = cgroups.support()
@@ -24,7 +20,7 @@ pytestmark = [pytest.mark.skipif(not available, reason=f"no isolation here: {why
 SPIN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\nprint('done')"
 
 
-def execute(tmp_path, cells, timeout, budget, wall_factor=100, **settings):
+def execute(tmp_path, cells, timeout, budget, wall_factor=100, executor=GradingExecute, **settings):
     """Run cells through GradingExecute in a sandboxed kernel; each cell's (type, name or text).
     The wall-clock ceiling is far off (100 x the CPU limits) unless a test is about it: a
     machine loaded by other work may give a sandbox a few percent of a core."""
@@ -32,7 +28,7 @@ def execute(tmp_path, cells, timeout, budget, wall_factor=100, **settings):
         "kernel_name": KERNEL_NAME, "timeout": timeout, "notebook_budget": budget,
         "wall_factor": wall_factor, **settings}}))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    GradingExecute(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    executor(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return [[(o.output_type, o.get("ename") or o.get("text", "")) for o in c.outputs] for c in nb.cells]
 
 
@@ -40,26 +36,13 @@ def errors(outputs):
     return [name for kind, name in outputs if kind == "error"]
 
 
-@pytest.fixture
-def busy_machine():
-    """Two processes more than the machine has cores, each spinning on the host (outside any
-    sandbox) while the test runs: a kernel gets at most cores / (cores + 3) of a core
-    (0.4 of a core on two), so a cell's CPU seconds take over twice as long in wall time
-    (more spinners would only take CPU from the rest of the suite)."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 1) + 2)]
-    yield
-    for hog in hogs:
-        hog.kill()
-        hog.wait()
-
-
-def test_a_busy_machine_does_not_spend_a_cells_cpu_limit(tmp_path, busy_machine):
-    """On a machine that spinning processes keep busy, a cell that computes for 0.5 s of CPU
-    takes longer than its 1 s limit in wall time (at most 0.4 of a core: 1.25 s), and is within
-    that limit; a cell that spins forever is interrupted once it has used 1 s of CPU. (The
-    spinners run as long as the test does: the shorter, the less CPU the suite spends.)"""
-    computed, spun, after = execute(tmp_path, [SPIN.format(seconds=0.5), "while True: pass",
-                                               "print('after')"], timeout=1, budget=60)
+def test_a_busy_machine_does_not_spend_a_cells_cpu_limit(tmp_path):
+    """On a machine that spinning processes keep busy (support.starve.spinners, while each
+    `# busy` cell runs), a cell that computes for 0.5 s of CPU takes longer than its 1 s limit
+    in wall time (at most 0.4 of a core: 1.25 s), and is within that limit; a cell that spins
+    forever is interrupted once it has used 1 s of CPU."""
+    computed, spun, after = execute(tmp_path, [f"{BUSY}\n" + SPIN.format(seconds=0.5), f"{BUSY}\nwhile True: pass",
+                                               "print('after')"], timeout=1, budget=60, executor=BusyExecute)
     assert computed == [("stream", "done\n")]
     assert CELL_CPU_ERROR in errors(spun)
     assert after == [("stream", "after\n")]
