@@ -48,7 +48,8 @@ class _ChartWidget:
         self.refresh()
         self.stats.value = self.summary()
         # drawn once per change: the live chart shows these bytes, and png() gives them again
-        # for the still image beside the widget (a graded notebook draws each chart once)
+        # for the still image beside the widget (TextGenerator's still image, which adds the
+        # generated text, is drawn on its own)
         self._chart = _png_of(self.figure())
         with self.plot:
             self.plot.clear_output(wait=True)

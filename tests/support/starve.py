@@ -14,7 +14,8 @@ from grader.grading.execute import GradingExecute
 MARK = "# starved"
 SHARE = 0.02
 BUSY = "# busy"
-SPINNER = "import sys\nsys.stdout.write('spinning')\nsys.stdout.flush()\nwhile True: pass"
+SPINNING = "spinning"  # what a spinner writes once it runs
+SPINNER = f"import sys\nsys.stdout.write({SPINNING!r})\nsys.stdout.flush()\nwhile True: pass"
 
 
 def cpu_quota(group, share):
@@ -52,7 +53,7 @@ def spinners():
     hogs = [subprocess.Popen([sys.executable, "-I", "-S", "-c", SPINNER], stdout=subprocess.PIPE)
             for _ in range((os.cpu_count() or 1) + 2)]
     for hog in hogs:
-        hog.stdout.read(len("spinning"))
+        hog.stdout.read(len(SPINNING))
     return hogs
 
 
