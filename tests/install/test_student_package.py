@@ -2,7 +2,10 @@
 arguments, the installer's reading of a torch index, and the first cell of every notebook,
 which installs the package where the course's code is missing and does nothing elsewhere.
 (Installed for real, in a fresh environment: tests/install/test_student_install.py.)"""
+import json
+import re
 import socket
+import subprocess
 import sys
 
 import nbformat
@@ -266,3 +269,26 @@ def test_the_projects_own_packages_are_compiled_with_the_environment(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     assert installer.project_packages(tmp_path) == []
     assert installer.project_packages(tmp_path / "nowhere") == []
+
+
+def test_what_the_install_leaves_uncompiled_is_nothing_the_course_imports():
+    """make install byte-compiles the environment except installer.NOT_COMPILED (the packages'
+    own tests/ folders, pip, networkx): no module that a grading kernel, the grader, the lab
+    or the tests import is among them (each would be compiled again by every process that
+    may not write bytecode), and only paths below site-packages are matched (a checkout
+    in a folder named test/ is compiled)."""
+    code = ("import json, sys, torch, torch._dynamo, ipykernel.kernelapp, matplotlib.pyplot, ipywidgets, "
+            "nbgrader.apps, nbconvert, distributed, jupyterlab, jupyter_server, grader.grading.autograde, "
+            "grader.instructor.cli, notebook_helpers\n"
+            "print(json.dumps([getattr(m, '__file__', None) or '' for m in list(sys.modules.values())]))")
+    files = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                      cwd=ROOT).stdout)
+    files += [getattr(m, "__file__", None) or "" for m in list(sys.modules.values())]  # pytest's plugins too
+    skip = re.compile(installer.NOT_COMPILED)
+    assert len(files) > 1000
+    assert [f for f in files if skip.search(f)] == []
+    site = "/home/me/test/course/.venv/lib/python3.11/site-packages"
+    assert [bool(skip.search(f"{site}/{p}")) for p in (
+        "numpy/_core/tests/test_a.py", "pip/_internal/main.py", "networkx/algorithms/a.py", "sympy/core/tests/t.py",
+        "torch/nn/functional.py", "jinja2/tests.py", "torch/testing/_internal/common.py", "pipx/main.py")] == [
+        True, True, True, True, False, False, False, False]

@@ -24,21 +24,50 @@ ids = lambda paths: [p.parent.name for p in paths]
 pytestmark = pytest.mark.notebooks
 
 
-# pytest in a process of its own, which can load tests/notebooks/nbval_release.py as a plugin (the
+# pytest in a process of its own, which can load tests/notebooks/nbval_record.py as a plugin (the
 # notebook's kernel, a process of its own again, does not see tests/)
 PYTEST = f"import sys, pytest; sys.path.insert(0, {str(Path(__file__).parent)!r}); sys.exit(pytest.main(sys.argv[1:]))"
 
 
 # Plugins an nbval run has no use for: hypothesis's alone costs 1.4 s of CPU to load (measured:
-# 2.4 s to collect a notebook with them, 0.7 s without), in each of the 18 runs.
+# 2.4 s to collect a notebook with them, 0.7 s without).
 UNUSED_PLUGINS = ("cacheprovider", "xdist", "xdist.looponfail", "hypothesispytest", "anyio")
+NBVAL_TIMEOUT = 1800  # seconds for all nine notebooks; a bound, about 60 s on a quiet 2-core machine
 
 
-def _pytest(*args, env=None):
+def _nbval(folder, tmp_path_factory, *args):
+    """One nbval run of every notebook of `folder` (each in a kernel of its own, as nbval
+    always does), in one pytest process rather than one each (about 0.7 s of CPU to start):
+    (exit status, the output's end, nbval_record.py's record)."""
+    record = tmp_path_factory.mktemp(f"nbval-{folder}") / "record.json"
     off = [arg for name in UNUSED_PLUGINS for arg in ("-p", f"no:{name}")]
-    proc = subprocess.run([sys.executable, "-c", PYTEST, "-q", *off, *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=env)
-    return proc.returncode, proc.stdout[-4000:] + proc.stderr[-2000:]
+    paths = SOLUTIONS if folder == "solutions" else RELEASES
+    proc = subprocess.run([sys.executable, "-c", PYTEST, "-q", *off, "-p", "nbval_record", *args, *map(str, paths)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=NBVAL_TIMEOUT,
+                          env={**os.environ, "NBVAL_RECORD": str(record)})
+    found = json.loads(record.read_text()) if record.exists() else {}
+    return proc.returncode, proc.stdout[-4000:] + proc.stderr[-2000:], found
+
+
+def _run_of(nbval, path):
+    """The record of one notebook in an nbval run, after checking it ran and nothing failed."""
+    _, out, found = nbval
+    run = found.get(path.parent.name)
+    assert run is not None, f"nbval did not run {path}:\n{out}"
+    assert run["broken"] is None, run["broken"]
+    assert not run["failed"], "\n\n".join(f"{cell}:\n{report}" for cell, report in run["failed"].items())
+    assert run["passed"] > 0, f"no cell of {path} was run:\n{out}"
+    return run
+
+
+@pytest.fixture(scope="module")
+def strict_nbval(tmp_path_factory):
+    return _nbval("solutions", tmp_path_factory, "--nbval", "--nbval-sanitize-with", SANITIZE)
+
+
+@pytest.fixture(scope="module")
+def lax_nbval(tmp_path_factory):
+    return _nbval("notebooks", tmp_path_factory, "--nbval-lax")
 
 
 def test_every_assignment_has_a_release():
@@ -46,25 +75,22 @@ def test_every_assignment_has_a_release():
     assert len(SOLUTIONS) >= 1
 
 
+@pytest.mark.xdist_group("nbval_strict")  # one nbval run for all of them
 @pytest.mark.parametrize("path", SOLUTIONS, ids=ids(SOLUTIONS))
-def test_solution_outputs_are_current_strict_nbval(path):
-    rc, out = _pytest("--nbval", path, "--nbval-sanitize-with", SANITIZE)
-    assert rc == 0, out
+def test_solution_outputs_are_current_strict_nbval(path, strict_nbval):
+    _run_of(strict_nbval, path)
 
 
+@pytest.mark.xdist_group("nbval_lax")
 @pytest.mark.parametrize("path", RELEASES, ids=ids(RELEASES))
-def test_student_version_fails_only_in_exercise_cells_and_in_every_test_cell(path, tmp_path):
-    """One nbval-lax run of the student version: only cells tagged raises-exception may
-    fail, and every test cell does (tests/notebooks/nbval_release.py records them): no point is
+def test_student_version_fails_only_in_exercise_cells_and_in_every_test_cell(path, lax_nbval):
+    """The nbval-lax run of the student version: only cells tagged raises-exception may
+    fail, and every test cell does (tests/notebooks/nbval_record.py records them): no point is
     given for an unanswered exercise."""
-    report = tmp_path / "test_cells.json"
-    env = {**os.environ, "NBVAL_TEST_CELLS": str(report)}
-    rc, out = _pytest("--nbval-lax", "-p", "nbval_release", path, env=env)
-    assert rc == 0, out
-    raised = json.loads(report.read_text())
+    raised = _run_of(lax_nbval, path)["test_cells"]
     graded = [c.metadata.nbgrader.grade_id for c in nbformat.read(path, as_version=4).cells
               if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
-    assert sorted(raised) == sorted(graded), out
+    assert sorted(raised) == sorted(graded), lax_nbval[1]
     passing = [gid for gid, r in raised.items() if not r]
     assert passing == [], f"test cells that pass without an answer: {passing}"
 
