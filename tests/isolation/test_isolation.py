@@ -2,6 +2,7 @@
 attention-grading kernel spec, probed from inside and from the host."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -365,6 +366,26 @@ def test_student_imports_and_magics_work(kernel):
     status, _, _, _, reply = run(kc, "check_masked_softmax(None)")
     assert status == "error" and reply["ename"] == "ChecksRunOutsideKernel"
     assert "checks run outside this kernel" in reply["evalue"]
+
+
+def test_cells_are_compiled_by_ipythons_compiler_and_errors_still_show_their_line(kernel):
+    """The grading kernel spec swaps ipykernel's cell compiler (a hash of each cell computed
+    in Python, for a debugger it does not have) for IPython's as the kernel starts: a
+    function defined in a cell still finds its source, a traceback still names the cell and
+    shows the line that failed, and the swap leaves no name in the student's namespace."""
+    _, kc = kernel
+    result = probe(kc, """
+        import inspect
+        def shown_answer(x):
+            return x + 1
+        result = [type(get_ipython().compile).__module__, type(get_ipython().compile).__name__,
+                  inspect.getsource(shown_answer).splitlines()[1].strip(), "_compiler" in dir()]
+    """)
+    assert result == ["IPython.core.compilerop", "CachingCompiler", "return x + 1", False]
+    status, _, _, _, reply = run(kc, "def broken(x):\n    return x.no_such_thing\nbroken(3)")
+    trace = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(reply["traceback"]))
+    assert status == "error" and reply["ename"] == "AttributeError", reply
+    assert "Cell In[" in trace and "return x.no_such_thing" in trace, trace
 
 
 def test_interrupt_reaches_the_kernel(kernel):
