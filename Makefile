@@ -49,7 +49,8 @@ OWNER ?=
 ## Install everything into .venv (make lab and make test do it when needed).
 install: $(STAMP)
 
-$(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml $(INSTALLER_PY)
+# (the grading kernel spec is written from grader/isolation/kernelspec.py: a change there installs it again)
+$(STAMP): $(VENV)/.torch requirements.txt $(LOCK) pyproject.toml $(INSTALLER_PY) grader/isolation/kernelspec.py
 	@$(SETUP) packages -r requirements.txt --editable . --remove $(UNUSED) --compile
 	@echo "==> JupyterLab's news pop-up off; the grading kernel spec"
 	@$(VENV)/bin/jupyter labextension disable --level=sys_prefix $(LAB_DISABLED) >/dev/null 2>&1
