@@ -72,9 +72,9 @@ LONGEST = {"bundle": 460, "graded_class": 450, "browser": 410, "dask": 390, "hos
            "test_formgrader_nbgrader_and_make_autograde_grade_the_same": 170,
            "test_a_pypi_only_machine_gets_the_cpu_build_and_no_cuda_package": 160,
            "test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once": 145,
-           "graded_07_08": 145, "graded_09": 135, "isolation": 130, "odd": 125, "lms_term": 110,
+           "later_class": 200, "isolation": 130, "odd": 125, "lms_term": 110,
            "test_the_quick_run_compares_every_exercise_and_mistake_cpu_against_cpu": 85,
-           "test_make_autograde_regrades_one_student": 70, "graded_no_attention": 60,
+           "test_make_autograde_regrades_one_student": 70,
            "test_victims_graded_right_after_attackers_in_one_worker_keep_their_grades": 55,
            "feedback_channel": 50, "exchange_accounts": 50, "nbval_strict": 85, "nbval_lax": 47, "idle_time": 35}
 

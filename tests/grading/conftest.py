@@ -1,4 +1,4 @@
-"""Fixtures of the grading tests: the graded class, graded once per session."""
+"""Fixtures of the grading tests: the graded class and the later class, each graded once per session."""
 import pytest
 
 from support.classes import (BROKEN, CLASS_ASSIGNMENT, CLASS_BUDGET, CLASS_CALL_TIMEOUT, CLASS_CELL_TIMEOUT,
@@ -31,4 +31,26 @@ def graded_class(tmp_path_factory):
     mp.undo()
     instructor.export(root)
     instructor.feedback(root)
+    return root, summary
+
+
+@pytest.fixture(scope="session")
+def later_class(tmp_path_factory):
+    """The submissions of notebooks 01 to 04, 06, 07, 08 and 09 of tests/support/later_class.py,
+    graded in one run with the course's limits (the embedded Dask cluster, two workers):
+    (course folder, summary). Tests using it share the xdist group LATER_GROUP."""
+    import nbformat
+
+    from support import synthetic
+    from support.later_class import LATER_BUDGET, LATER_CALL_TIMEOUT, later_submissions
+    from grader.grading.autograde import Grading
+
+    root = synthetic.make_course(tmp_path_factory.mktemp("later_class"))
+    for student, assignment, edits in later_submissions():
+        nb = synthetic.answered(root, assignment, assignment,
+                                edit=lambda gid, src, edits=edits: edits.get(gid, lambda s: s)(src))
+        folder = root / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{assignment}.ipynb")
+    summary = Grading(root, jobs=2, budget=LATER_BUDGET, call_timeout=LATER_CALL_TIMEOUT).run(progress=False)
     return root, summary

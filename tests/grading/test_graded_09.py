@@ -4,82 +4,24 @@ gets full marks; wrong ones get exactly the points of the checks they pass, with
 mistakes of issue #32 named in autograded/.status.json (RoPE's pairing, positions from 0,
 GQA's tile and head 0, a window of W + 1, a cache that grows, which only the module's
 report of what it holds, read through the kernel channel, can show). Answers that do no
-attention are graded with the notebook's own plans by tests/checks/test_no_points_without_attention.py."""
+attention are graded with the notebook's own plans by tests/checks/test_no_points_without_attention.py.
+The submissions: tests/support/later_class.py, graded with 07's, 08's and 01 to 06's in one run."""
 import re
 
 import nbformat
 import pytest
 
 from support.gradebook import db_scores
-from support import synthetic
-from grader.grading.autograde import Grading
+from support.later_class import LATER_GROUP, NB09, SUBMISSIONS_09
 from grader.grading.status import Status
 from support.paths import ROOT
 
-NB09 = "09_attention_in_todays_models"
-pytestmark = [pytest.mark.grading, pytest.mark.xdist_group("graded_09")]
-
-ROPE_PAIRS = "a, b = x[..., 0::2], x[..., 1::2]"
-ROPE_STACK = "return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)"
-ROPE_POSITIONS = "angles = positions.to(x.dtype).view(-1, 1)"
-GQA_K = "k = k.repeat_interleave(group, dim=1)"
-GQA_V = "v = v.repeat_interleave(group, dim=1)"
-WINDOW_MASK = "(cols <= rows - self.window)"
-WINDOW_KEEP = "keep = max(0, k.shape[2] - (self.window - 1))"
+pytestmark = [pytest.mark.grading, pytest.mark.xdist_group(LATER_GROUP)]
 
 
-def _replace(*pairs):
-    def edit(source):
-        for old, new in pairs:
-            assert old in source, f"the solution no longer contains {old!r}"
-            source = source.replace(old, new)
-        return source
-    return edit
-
-
-HALF_SPLIT = _replace(  # the rotate_half convention, consistent: pairs (i, i + half)
-    (ROPE_PAIRS, "a, b = x[..., :half], x[..., half:]"),
-    (ROPE_STACK, "return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)"))
-FROM_ZERO = _replace((ROPE_POSITIONS, "angles = torch.arange(x.shape[-2], dtype=x.dtype, device=x.device).view(-1, 1)"))
-TILED = _replace((GQA_K, "k = k.repeat(1, group, 1, 1)"), (GQA_V, "v = v.repeat(1, group, 1, 1)"))
-HEAD_ZERO = _replace((GQA_K, "k = k[:, :1].expand(-1, q.shape[1], -1, -1)"),
-                     (GQA_V, "v = v[:, :1].expand(-1, q.shape[1], -1, -1)"))
-WINDOW_PLUS_ONE = _replace((WINDOW_MASK, "(cols < rows - self.window)"),
-                           (WINDOW_KEEP, "keep = max(0, k.shape[2] - self.window)"))
-NEVER_CROPPED = _replace((WINDOW_KEEP, "keep = 0"))
-
-# student -> ({grade_id of a solution cell: edit}, {test cell: points}, {test cell: mistake key})
-SUBMISSIONS = {
-    "correct_09": ({}, None, {}),
-    "half_split_tiled_plus_one": (
-        {"apply_rope": HALF_SPLIT, "grouped_query_attention": TILED, "SlidingWindowAttention": WINDOW_PLUS_ONE},
-        {"test_rope_output": 1, "test_rope_rotation": 1, "test_rope_relative": 1, "test_rope_values": 0,
-         "test_gqa_output": 1, "test_gqa_groups": 0, "test_gqa_masked": 1, "test_gqa_values": 0,
-         "test_gqa_rectangular": 0,
-         # Part C calls the student's own apply_rope and grouped_query_attention: wrong with them
-         "test_window_output": 1, "test_window_prompt": 0, "test_window_values": 0, "test_window_memory": 2},
-        {"test_rope_values": "rope_half_split", "test_gqa_values": "kv_tiled"}),
-    "from_zero_head_zero_uncropped": (
-        {"apply_rope": FROM_ZERO, "grouped_query_attention": HEAD_ZERO, "SlidingWindowAttention": NEVER_CROPPED},
-        {"test_rope_output": 0, "test_rope_rotation": 0, "test_rope_relative": 0, "test_rope_values": 0,
-         "test_gqa_output": 1, "test_gqa_groups": 0, "test_gqa_masked": 1, "test_gqa_values": 0,
-         "test_gqa_rectangular": 0,
-         "test_window_output": 1, "test_window_prompt": 0, "test_window_values": 0, "test_window_memory": 0},
-        {"test_rope_values": "rope_positions_from_zero", "test_gqa_values": "kv_head_zero",
-         "test_window_memory": "cache_grows"}),
-}
-
-
-@pytest.fixture(scope="module")
-def graded_09(tmp_path_factory):
-    root = synthetic.make_course(tmp_path_factory.mktemp("course_09"))
-    for student, (edits, _, _) in SUBMISSIONS.items():
-        nb = synthetic.answered(root, NB09, NB09, edit=lambda gid, src, edits=edits: edits.get(gid, lambda s: s)(src))
-        folder = root / "submitted" / student / NB09
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / f"{NB09}.ipynb")
-    summary = Grading(root, jobs=2, budget=150, call_timeout=20).run(progress=False)
-    return root, summary
+@pytest.fixture
+def graded_09(later_class):
+    return later_class
 
 
 def _outcomes(root, student):
@@ -118,7 +60,7 @@ def test_a_correct_submission_gets_full_marks(graded_09):
 @pytest.mark.parametrize("student", ["half_split_tiled_plus_one", "from_zero_head_zero_uncropped"])
 def test_a_wrong_submission_gets_the_points_of_the_checks_it_passes_and_its_mistakes_named(graded_09, student):
     root, _ = graded_09
-    _, points, named = SUBMISSIONS[student]
+    _, points, named = SUBMISSIONS_09[student]
     assert _points(root, student) == points
     assert db_scores(root, NB09)[student] == sum(points.values())
     outcomes = _outcomes(root, student)
