@@ -24,8 +24,9 @@ DISPLAY_NAME = "Python 3 (grading sandbox)"
 # (this spec has none): a check calls the student's code through a throwaway cell that carries
 # its inputs, some fifty per notebook, and hashing them cost about 65 ms of a graded 05
 # notebook's 0.8 CPU seconds in its kernel (20 correct notebooks, three runs each: 16.0 to 16.2
-# CPU seconds in their kernels with it, 14.8 to 15.0 without). ipykernel sets the compiler without a setting of its own, so a line the
-# kernel runs as it starts, before any cell, swaps it (and leaves no name behind).
+# CPU seconds in their kernels with it, 14.8 to 15.0 without). ipykernel sets the compiler
+# without a setting of its own, so a line the kernel runs as it starts, before any cell,
+# swaps it (and leaves no name behind).
 CELL_COMPILER = ("from IPython.core.compilerop import CachingCompiler as _compiler; "
                  "get_ipython().compiler_class = _compiler; get_ipython().compile = _compiler(); del _compiler")
 

@@ -1,6 +1,7 @@
 """A pytest plugin for the nbval runs of tests/notebooks/test_notebooks.py, which run every
 notebook of a folder in one process: it records, per notebook (its folder's name), the
-cells that passed, the ones that failed with nbval's report, a notebook that could not be
+cells that passed, the ones that failed with nbval's report (in setting up, running or
+tearing down), a notebook that could not be
 collected, and, for every test cell, whether running it raised. It writes them as JSON to the
 file named by $NBVAL_RECORD:
 
@@ -44,12 +45,14 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_runtest_logreport(report):
-    if report.when == "call" or (report.when == "setup" and report.failed):
-        record = _notebook(report.nodeid.split("::")[0])
-        if report.passed:
-            record["passed"] += 1
-        elif report.failed:
-            record["failed"][report.nodeid.split("::", 1)[-1]] = _text(report.longrepr, 3000)
+    """A cell's run passes once (its call); it fails in any phase (a kernel that would not
+    start or stop fails its setup or teardown)."""
+    record = _notebook(report.nodeid.split("::")[0])
+    if report.failed:
+        cell = report.nodeid.split("::", 1)[-1]
+        record["failed"][cell if report.when == "call" else f"{cell} ({report.when})"] = _text(report.longrepr, 3000)
+    elif report.passed and report.when == "call":
+        record["passed"] += 1
 
 
 def pytest_sessionfinish(session):
