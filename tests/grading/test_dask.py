@@ -214,14 +214,15 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
     the checks (a worker then starts in a fraction of a second), yet each has the grading
     process's environment as it is when the run starts (not as it was when that server
     started) and torch's thread count for its share of the cores; they fork their kernels
-    from the grading process's one warm template, not each from its own."""
+    from the grading process's one warm template, not each from its own; and they spend no CPU
+    on what only a dashboard shows (the embedded cluster serves none)."""
     import dask
     import distributed  # noqa: F401 (its configuration's defaults)
 
     from grader.grading import autograde
     from grader.isolation import template
 
-    def facts():
+    def facts(dask_worker):
         import os
         import sys
 
@@ -230,7 +231,11 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
         return {"probe": os.environ.get("COURSE_RUN_PROBE"), "threads": torch.get_num_threads(),
                 "preloaded": all(m in sys.modules for m in autograde.WORKER_PRELOAD),
                 "parent": " ".join(psutil.Process().parent().cmdline()),
-                "template": os.environ.get(template.ENV)}
+                "template": os.environ.get(template.ENV),
+                # what only a dashboard shows (autograde.DASK_CONFIG): no profiler sampling the
+                # task thread, the event loop timed once a second, not fifty times
+                "sampling": sorted({"profile", "profile-cycle"} & set(dask_worker.periodic_callbacks)),
+                "tick_ms": dask_worker.periodic_callbacks["tick"].callback_time}
 
     grading = autograde.Grading(course, jobs=2, budget=BUDGET)
     seen = []
@@ -252,6 +257,7 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
             assert worker["preloaded"]
             assert "forkserver" in worker["parent"]
             assert worker["template"] == str(template.shared()[0].socket)
+            assert worker["sampling"] == [] and worker["tick_ms"] >= 1000
     # the feedback pages' cluster (grader.instructor.feedback): forked alike, handed no template
     with dask.config.set(autograde.DASK_CONFIG):
         cluster, client = grading._connect(2, kernels=False)
@@ -259,4 +265,5 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
             pages = list(client.run(facts).values())
         finally:
             autograde._close_quietly(client, cluster)
-    assert [("forkserver" in w["parent"], w["preloaded"], w["template"]) for w in pages] == [(True, True, None)] * 2
+    assert [("forkserver" in w["parent"], w["preloaded"], w["template"], w["sampling"]) for w in pages] \
+        == [(True, True, None, [])] * 2
