@@ -23,6 +23,13 @@ os.environ.pop("GRADER_DEVICE", None)
 # time). Set before anything imports torch; the processes started here inherit it.
 for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
+# pytest compiles every test module, and every module of a plugin's package (hypothesis's
+# hundred, loaded after this file), with its assertions rewritten, and keeps the result in
+# __pycache__ (gitignored) unless bytecode may not be written: where PYTHONDONTWRITEBYTECODE
+# is set, each test process compiled them all again (measured: collecting the suite took
+# 8.4 CPU s each time, 5.2 s with the cache). The test processes write it; the processes they
+# start keep the environment's setting (what `make install` compiles is all they import).
+sys.dont_write_bytecode = False
 
 # Files whose tests grade whole notebooks, run notebooks, start clusters, sandboxes, a lab
 # server or the browser, or install into a fresh environment: marked `grading`, and left
