@@ -73,9 +73,10 @@ DASK_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                # What only a dashboard shows, and the embedded cluster serves none: a worker's
                # statistical profiler walks its task thread's stack 100 times a second, and
                # every server wakes 50 times a second to time its event loop and twice to
-               # sample the system. A worker waiting on its kernel, as a grading worker mostly
-               # does, spent 0.16 CPU s per second on them (measured: two workers, each with a
-               # task blocked for 10 s, 1.59 CPU s with Dask's defaults, 0.27-0.34 with these).
+               # sample the system. A two-worker cluster whose workers wait on their kernels, as
+               # grading workers mostly do, spent 0.16 CPU s per second on them (measured: each
+               # worker with a task blocked for 10 s, 1.59 CPU s with Dask's defaults, 0.27 to
+               # 0.34 with these; the graded class of the tests, 8 to 9 of 110 to 125 CPU s).
                # Memory limits keep their own monitor (distributed.worker.memory.monitor-interval).
                "distributed.worker.profile.enabled": False,
                "distributed.admin.tick.interval": "1s",
