@@ -96,7 +96,11 @@ def check_values(case, ctx):
 
 def unwritten(exercise, ctx, again):
     """(message, "unwritten") when only some entries change from call to call: entries of a
-    torch.empty buffer that the code never fills hold whatever the memory held."""
+    torch.empty buffer that the code never fills hold whatever the memory held. Along the
+    first dim where the entries that changed make one unbroken span short of the whole dim;
+    else along the dim where their span is the shortest part of it, gaps and all (memory can
+    hold the same leftovers at some entries in both calls: a tail t = 36..40 never written
+    once changed everywhere but at t = 38)."""
     import torch
 
     same = torch.isclose(again, ctx.out, rtol=ctx.tol["rtol"], atol=ctx.tol["atol"])
@@ -104,18 +108,24 @@ def unwritten(exercise, ctx, again):
         return None  # everything changes: random weights, not a hole
     names = exercise.shape(ctx.inputs)[1]  # each dimension by name
     where = (~same).nonzero()
+    spans = []  # (has gaps, share of the dim, dim, first, last)
     for d in range(ctx.out.dim()):
         idx = where[:, d].unique()
         first, last = int(idx.min()), int(idx.max())
-        if len(idx) < ctx.out.shape[d] and len(idx) == last - first + 1:
-            name = names[d] if d < len(names) else f"dim {d}"
-            span = diagnosis.at_indices(name, first if first == last else f"{first}..{last}")
-            return (f"your output at {span} changes from call to call on the same inputs, the rest "
-                    f"does not: those entries are never written.\n  torch.empty leaves whatever the memory "
-                    f"held: make sure your loops fill every one, up to "
-                    f"{diagnosis.at_indices(name, ctx.out.shape[d] - 1)}.",
-                    "unwritten")
-    return None
+        size = ctx.out.shape[d]
+        if last - first + 1 < size:
+            spans.append((len(idx) != last - first + 1, (last - first + 1) / size, d, first, last))
+    if not spans:
+        return None
+    unbroken = [span for span in spans if not span[0]]
+    _, _, d, first, last = unbroken[0] if unbroken else min(spans)
+    name = names[d] if d < len(names) else f"dim {d}"
+    span = diagnosis.at_indices(name, first if first == last else f"{first}..{last}")
+    return (f"your output at {span} changes from call to call on the same inputs, the rest "
+            f"does not: those entries are never written.\n  torch.empty leaves whatever the memory "
+            f"held: make sure your loops fill every one, up to "
+            f"{diagnosis.at_indices(name, ctx.out.shape[d] - 1)}.",
+            "unwritten")
 
 
 def no_attention(exercise, ctx):

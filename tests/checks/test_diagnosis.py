@@ -1,6 +1,7 @@
 """Diagnosis that generalises: inputs changed in place, trivial answers and shortcuts fail;
 a failing values check carries a picture of its smallest failing case. (Students' attempts,
 ours and learners', run through every check: tests/checks/test_attempts.py.)"""
+import itertools
 import json
 
 import pytest
@@ -401,6 +402,30 @@ def test_nan_in_the_other_dtype_of_an_already_wrong_output_is_not_blamed_on_dtyp
     with pytest.raises(CheckError) as err:
         run_check(exercise, float32_only, "output", quiet=True)
     assert err.value.finding == "follows_inputs" and "dtype=x.dtype" in str(err.value)
+
+
+def test_entries_never_written_are_named_where_the_memory_held_the_same_leftovers_twice():
+    """An answer that never writes its last tile (tiles of T // tile_size only) gets, from
+    torch.empty, whatever the memory held, in each call; where some of those entries held
+    the same leftovers in both of the output check's calls, the entries that changed have a
+    gap (t = 36, 37, 39, 40 of a tail 36..40, as in one run of the suite). That is still a
+    tail never written, not random weights."""
+    reference = CORRECT["tiled_attention"]
+    calls, sizes = itertools.count(1), []
+
+    def tail_as_the_memory_held(q, k, v, tile_size):
+        out = reference(q, k, v, tile_size)
+        T = out.shape[2]
+        sizes.append(T)
+        out[:, :, T - 5:] = 7.0 * next(calls)  # new leftovers every call...
+        out[:, :, T - 3] = 0.5  # ...but the same at one position
+        return out
+
+    with pytest.raises(CheckError) as err:
+        run_check(EXERCISES["tiled_attention"], tail_as_the_memory_held, "output", quiet=True)
+    T = sizes[0]
+    assert err.value.finding == "unwritten", str(err.value)
+    assert f"positions t = {T - 5}..{T - 1}" in str(err.value) and "random weights" not in str(err.value)
 
 
 def test_an_output_right_in_float32_and_far_off_in_float64_is_not_called_a_precision():
