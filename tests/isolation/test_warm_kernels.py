@@ -11,6 +11,7 @@ from nbclient import NotebookClient
 
 from grader.isolation import KERNEL_NAME, isolation_available, sandbox_settings
 from grader.isolation import template
+from grader.isolation.provisioner import _start_time
 
 available, why = isolation_available()
 pytestmark = [pytest.mark.skipif(not available, reason=f"no isolation here: {why}"),
@@ -77,11 +78,6 @@ def test_kernels_share_no_state_and_draw_fresh_random_numbers(tmp_path):
     assert len({first["torch_seed"], second["torch_seed"], cold["torch_seed"]}) == 3
 
 
-def _started(stat):
-    """A process's start time (clock ticks after boot) from its /proc/<pid>/stat text."""
-    return int(stat[stat.rindex(")") + 2:].split()[19])
-
-
 def test_the_template_is_out_of_reach_and_single_threaded(tmp_path):
     """A warm kernel is in its own sandbox: its own pid 1, no view of the template's
     process, one thread before the kernel started its own. The template is looked for by
@@ -94,20 +90,18 @@ def test_the_template_is_out_of_reach_and_single_threaded(tmp_path):
     try:
         inside = probe(kc, f"""
     import os
-    def _started(stat):
-        return int(stat[stat.rindex(")") + 2:].split()[19])
+    def _start_time(pid):  # grader.isolation.provisioner's, which the sandbox does not hold
+        with open(f"/proc/{{pid}}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
     pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
-    started = []
-    for p in pids:  # every process and thread in sight, and when each started
-        for t in os.listdir(f"/proc/{{p}}/task"):
-            with open(f"/proc/{{p}}/task/{{t}}/stat") as f:
-                started.append(_started(f.read()))
+    # every process and thread in sight (a thread's id has its /proc entry too), and when each started
+    started = [_start_time(t) for p in pids for t in os.listdir(f"/proc/{{p}}/task")]
     result = {{"pids": pids, "started": started, "uid": os.getuid(),
               "socket_visible": os.path.exists({str(tmpl.socket)!r})}}
 """)
     finally:
         stop(km, kc)
-    template_started = _started(Path(f"/proc/{tmpl.process.pid}/stat").read_text())
+    template_started = _start_time(tmpl.process.pid)
     assert inside["started"] and min(inside["started"]) > 0
     assert inside["uid"] != 0 and template_started not in inside["started"] and not inside["socket_visible"]
     assert inside["pids"][0] == 1 and len(inside["pids"]) <= 3  # init, the kernel, maybe its child
