@@ -201,6 +201,7 @@ class GradingExecute(Execute):
         self._cpu_start = None  # the sandbox's CPU seconds when its first cell ran
         self._cells_used = 0.0  # seconds charged to the cells (and calls) that have run
         self._cells_kept = 0.0  # seconds the kernel waited for a CPU during them
+        self._charged_most = 0.0  # the most the notebook has been charged: never given back
         self._running = None  # the Sample taken when the running cell started
         self._out_of_time = ""  # why the cells still to come are not run (the ceiling)
         self._last_kept = None  # the kernel's run-queue delay when last read
@@ -274,7 +275,15 @@ class GradingExecute(Execute):
         if now is None:
             return None
         running = used_between(self._running, now)[1] if getattr(self, "_running", None) else 0.0
-        return max(now.cpu - self._cpu_start, getattr(self, "_cells_used", 0.0) + running)
+        return self._keep_charge(max(now.cpu - self._cpu_start, getattr(self, "_cells_used", 0.0) + running))
+
+    def _keep_charge(self, charged):
+        """The notebook's charge, given `charged` as measured now: never less than it was
+        once charged. A measure can fall back (a thread of the kernel that was ready to run
+        has its wait added to its delay only once it runs, and the kernel and the grading
+        process can wait at the same time); time the watch stopped a cell for is spent."""
+        self._charged_most = max(getattr(self, "_charged_most", 0.0), charged)
+        return self._charged_most
 
     def _start_clocks(self):
         """The notebook's clocks start when its first cell runs: the kernel's start is the
@@ -442,6 +451,7 @@ class GradingExecute(Execute):
                 return None
             cpu, charged, _ = used_between(start, now)
             if cpu > limit or (charged > limit and not now.ready):
+                self._keep_charge(self._cells_used + charged)  # what it is stopped at is spent
                 await ensure_async(self.km.interrupt_kernel())
                 interrupted.append("cpu" if cpu > limit else "time")
                 await self._stop_if_still_busy(now.cpu, limit)
