@@ -2,9 +2,10 @@
 charged stays charged. The readings are built here (a sandbox's CPU, its kernel's threads'
 run-queue delays, the grading process's own time), so the verdicts hold on any machine;
 tests/grading/test_idle_time.py grades a sleeping notebook through the whole pipeline."""
-import asyncio
 import time
 from types import SimpleNamespace
+
+from jupyter_core.utils import run_sync
 
 from grader.grading.execute import GradingExecute, Sample
 
@@ -31,7 +32,7 @@ def _sleeping_cell(end_kept):
         return None
     grading._stop_if_still_busy = stopped
     interrupted = []
-    asyncio.run(grading._watch(start, LIMIT, interrupted))
+    run_sync(grading._watch)(start, LIMIT, interrupted)  # as nbclient runs it (a loop may be running)
     assert interrupted == ["time"] and interrupts == ["SIGINT"]
     grading._running = start
     grading._end_cell(start)
