@@ -8,7 +8,11 @@ root; .ci/run does it). CHROMIUM=/path/to/chrome picks another executable.
 
 One lab server and one browser page serve all the tests, which run in file order on one
 xdist worker (xdist_group): the 03 tests share one notebook and kernel, as a student
-works through it; a test that fails leaves the page reloaded for the next one.
+works through it; a test that fails leaves the page reloaded for the next one. They are
+module fixtures, so the worker stops the lab, Chromium and Playwright once the last browser
+test is done: Playwright's sync API marks an asyncio loop running in the worker's main
+thread while it is open, and the grading tests that run after it on that worker would
+otherwise run their cells through jupyter_core's helper thread, not as `make autograde` does.
 """
 import contextlib
 import hashlib
@@ -73,7 +77,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     try:
         from playwright.sync_api import sync_playwright
@@ -111,7 +115,7 @@ class Lab:
         return dest.relative_to(self.course).as_posix()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """A temporary copy of the course, with the user settings of a fresh user."""
     tmp = tmp_path_factory.mktemp("browser")
@@ -166,14 +170,14 @@ def _serving(course, target):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(browser, course):
     """`make lab`: the student's lab."""
     with _serving(course, "lab") as server:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def instructor_lab(browser, course):
     """`make formgrader`: the instructor's lab, on the same course."""
     with _serving(course, "formgrader") as server:
@@ -299,7 +303,7 @@ class UI:
         raise AssertionError(f"{what} kept changing for {timeout} s")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def student(browser, lab):
     """One JupyterLab page for all the tests: the lab's scripts load once."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -319,7 +323,7 @@ def ui(student, request):
     yield student
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def notebook_03(student, lab):
     """A copy of notebook 03 open in the lab, run top to bottom (it stops at the first
     exercise, as a student's does)."""
