@@ -303,9 +303,62 @@ def rundir_base(tmp=None):
                        f"(at most {SOCKET_PATH_MAX} bytes); set TMPDIR to a shorter path")
 
 
+STALE_AFTER = 600  # seconds: a sandbox's folder names its running init within seconds of its start
+_SWEPT = set()  # the folders this process has swept (once each)
+
+
+def _process_started_at(pid, start):
+    """Whether process pid runs and started at `start` (clock ticks after boot): a pid the
+    system gave to another process since is not it."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, ValueError, TypeError):
+        return False
+    return fields[0] not in (b"Z", b"X") and int(fields[19]) == start
+
+
+def sweep_stale_rundirs(base=None, now=None):
+    """Remove the folders sandboxes left behind when the process that would have removed
+    them was killed (a grading worker killed for its memory, a run stopped with SIGKILL):
+    this user's attention-kernel-* folders in `base` (rundir_base()), untouched for
+    STALE_AFTER seconds, whose state names no init that still runs (its pid and start time
+    compared). The folders removed, as a list; nothing else is touched."""
+    base = Path(base or rundir_base())
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(RUNDIR_PREFIX):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not entry.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_AFTER:
+            continue
+        state = read_state(entry.path) or {}
+        if _process_started_at(state.get("init_pid"), state.get("init_start")):
+            continue  # a sandbox still running (a long grading, a student's lab kernel)
+        import shutil
+
+        shutil.rmtree(entry.path, ignore_errors=True)  # the link to a gone sandbox is not followed
+        if not os.path.lexists(entry.path):
+            removed.append(entry.path)
+    return removed
+
+
 def make_rundir():
-    """A private folder (0700) on the host for one sandbox."""
-    path = Path(tempfile.mkdtemp(prefix=RUNDIR_PREFIX, dir=rundir_base()))
+    """A private folder (0700) on the host for one sandbox; the first in a process sweeps
+    the folders that killed processes left (sweep_stale_rundirs)."""
+    base = rundir_base()
+    if base not in _SWEPT:
+        _SWEPT.add(base)
+        sweep_stale_rundirs(base)
+    path = Path(tempfile.mkdtemp(prefix=RUNDIR_PREFIX, dir=base))
     (path / "root").mkdir()
     return path
 
