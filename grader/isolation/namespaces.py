@@ -322,8 +322,10 @@ def sweep_stale_rundirs(base=None, now=None):
     """Remove the folders sandboxes left behind when the process that would have removed
     them was killed (a grading worker killed for its memory, a run stopped with SIGKILL):
     this user's attention-kernel-* folders in `base` (rundir_base()), untouched for
-    STALE_AFTER seconds, whose state names no init that still runs (its pid and start time
-    compared). The folders removed, as a list; nothing else is touched."""
+    STALE_AFTER seconds, where neither the sandbox's init nor the process that started it
+    (the spec's client, which may restart a kernel in the same folder) still runs, pids
+    compared with their start times. The folders removed, as a list; nothing else is
+    touched."""
     base = Path(base or rundir_base())
     now = time.time() if now is None else now
     removed = []
@@ -343,6 +345,12 @@ def sweep_stale_rundirs(base=None, now=None):
         state = read_state(entry.path) or {}
         if _process_started_at(state.get("init_pid"), state.get("init_start")):
             continue  # a sandbox still running (a long grading, a student's lab kernel)
+        try:
+            spec = json.loads((Path(entry.path) / "spec.json").read_text())
+        except (OSError, ValueError):
+            spec = {}
+        if _process_started_at(spec.get("client_pid"), spec.get("client_start")):
+            continue  # its client runs: it may start a kernel here again (a restart)
         import shutil
 
         shutil.rmtree(entry.path, ignore_errors=True)  # the link to a gone sandbox is not followed

@@ -137,7 +137,7 @@ class SandboxProvisioner(LocalProvisioner):
         km = self.parent
         if km is None:
             raise RuntimeError("the sandbox provisioner is started by a KernelManager")
-        if self.rundir is None:
+        if self.rundir is None or not self.rundir.is_dir():  # gone: swept while no sandbox ran in it
             self.rundir = ns.make_rundir()
             write_stub(self.rundir / "stub")
         # The client reaches the kernel's sockets through rundir/ipc, a link to the
@@ -175,6 +175,7 @@ class SandboxProvisioner(LocalProvisioner):
         self._new_cgroup()
         spec["cgroup_procs"] = self.cgroup.procs_files if self.cgroup else []
         spec["client_pid"] = os.getpid()  # a shared template's launcher watches this process
+        spec["client_start"] = _start_time(os.getpid())  # while it runs, its folder is not swept
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
 
     def _new_cgroup(self):

@@ -442,6 +442,27 @@ def test_restart_gives_a_fresh_sandbox_to_the_same_client(tmp_path):
         stop(km, kc)
 
 
+def test_a_dead_kernels_folder_is_kept_for_its_client_to_restart_in(tmp_path):
+    """The sandbox dies and its folder is old, but the process that started it runs on and
+    may restart the kernel there: a sweep (tests/isolation/test_rundirs.py) leaves it."""
+    import signal
+
+    km, kc = start(tmp_path)
+    try:
+        rundir, init = km.provisioner.rundir, km.provisioner.init_pid
+        os.kill(init, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while namespaces._process_started_at(init, km.provisioner.init_start) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.utime(rundir, (0, 0))
+        assert str(rundir) not in namespaces.sweep_stale_rundirs(rundir.parent) and rundir.is_dir()
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=120)
+        assert run(kc, "1 + 1")[0] == "ok"
+    finally:
+        stop(km, kc)
+
+
 def test_sandbox_dies_with_its_client(tmp_path):
     """A client that exits without shutting its kernel down leaves nothing running."""
     marker = 800000 + os.getpid() % 1000

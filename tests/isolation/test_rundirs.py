@@ -1,8 +1,9 @@
 """The folders sandboxes leave when the process that would remove them is killed (a grading
 worker killed for its memory, a run stopped with SIGKILL) are swept by the next process
 that makes one: only this user's attention-kernel-* folders, untouched for a while, whose
-init no longer runs (its pid and start time compared, so a reused pid does not keep a
-folder, and a running sandbox's folder is never removed). Real processes give the pids."""
+init and whose client no longer run (pids compared with their start times, so a reused pid
+does not keep a folder, and neither a running sandbox's folder nor one its client may
+restart a kernel in is removed). Real processes give the pids."""
 import json
 import os
 import subprocess
@@ -18,12 +19,14 @@ def _start_time(pid):
         return int(f.read().rsplit(b")", 1)[1].split()[19])
 
 
-def _rundir(base, name, state=None, age=2 * ns.STALE_AFTER):
+def _rundir(base, name, state=None, age=2 * ns.STALE_AFTER, client=None):
     folder = base / f"{ns.RUNDIR_PREFIX}{name}"
     (folder / "root").mkdir(parents=True)
     (folder / "kernel.log").write_text("a kernel's log\n")
     if state is not None:
         (folder / "state.json").write_text(json.dumps(state))
+    if client is not None:  # the process that started the sandbox, as the provisioner writes it
+        (folder / "spec.json").write_text(json.dumps({"client_pid": client[0], "client_start": client[1]}))
     then = time.time() - age
     os.utime(folder, (then, then))
     return folder
@@ -64,14 +67,16 @@ def test_only_the_folders_of_sandboxes_that_no_longer_run_are_swept(tmp_path, ru
     never = _rundir(base, "never")  # killed before its sandbox started
     alive = _rundir(base, "alive", state(running))
     young = _rundir(base, "young", state(gone), age=5)  # a sandbox starting now
+    restarting = _rundir(base, "restarting", state(gone), client=running)  # its kernel died; its client may restart it
+    orphan = _rundir(base, "orphan", state(gone), client=gone)
     other = base / "attention-template-x"
     other.mkdir()
     os.utime(other, (0, 0))
 
     removed = ns.sweep_stale_rundirs(base)
-    assert sorted(removed) == sorted(str(p) for p in (dead, reused, never))
-    assert not dead.exists() and not reused.exists() and not never.exists()
-    assert alive.exists() and young.exists() and other.exists()
+    assert sorted(removed) == sorted(str(p) for p in (dead, reused, never, orphan))
+    assert not dead.exists() and not reused.exists() and not never.exists() and not orphan.exists()
+    assert alive.exists() and young.exists() and restarting.exists() and other.exists()
     assert (outside / "keep.txt").read_text() == "not the sandbox's"
     assert ns.sweep_stale_rundirs(base) == []  # nothing left to sweep
 
