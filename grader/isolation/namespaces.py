@@ -307,7 +307,7 @@ STALE_AFTER = 600  # seconds: a sandbox's folder names its running init within s
 _SWEPT = set()  # the folders this process has swept (once each)
 
 
-def _process_started_at(pid, start):
+def process_started_at(pid, start):
     """Whether process pid runs and started at `start` (clock ticks after boot): a pid the
     system gave to another process since is not it."""
     try:
@@ -343,13 +343,13 @@ def sweep_stale_rundirs(base=None, now=None):
         if not entry.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_AFTER:
             continue
         state = read_state(entry.path) or {}
-        if _process_started_at(state.get("init_pid"), state.get("init_start")):
+        if process_started_at(state.get("init_pid"), state.get("init_start")):
             continue  # a sandbox still running (a long grading, a student's lab kernel)
         try:
             spec = json.loads((Path(entry.path) / "spec.json").read_text())
         except (OSError, ValueError):
             spec = {}
-        if _process_started_at(spec.get("client_pid"), spec.get("client_start")):
+        if process_started_at(spec.get("client_pid"), spec.get("client_start")):
             continue  # its client runs: it may start a kernel here again (a restart)
         import shutil
 

@@ -327,14 +327,7 @@ class SandboxProvisioner(LocalProvisioner):
     def _init_alive(self):
         """Whether the sandbox's init (its pid 1) still runs: pids are compared with
         their start time, so a reused pid is never signalled."""
-        if not self.init_pid:
-            return False
-        try:
-            with open(f"/proc/{self.init_pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            return False
-        return fields[0] != b"Z" and int(fields[19]) == self.init_start
+        return bool(self.init_pid) and ns.process_started_at(self.init_pid, self.init_start)
 
     async def send_signal(self, signum):
         """SIGKILL goes to the sandbox's init (which takes every process of the sandbox

@@ -452,7 +452,7 @@ def test_a_dead_kernels_folder_is_kept_for_its_client_to_restart_in(tmp_path):
         rundir, init = km.provisioner.rundir, km.provisioner.init_pid
         os.kill(init, signal.SIGKILL)
         deadline = time.monotonic() + 30
-        while namespaces._process_started_at(init, km.provisioner.init_start) and time.monotonic() < deadline:
+        while namespaces.process_started_at(init, km.provisioner.init_start) and time.monotonic() < deadline:
             time.sleep(0.05)
         os.utime(rundir, (0, 0))
         assert str(rundir) not in namespaces.sweep_stale_rundirs(rundir.parent) and rundir.is_dir()
