@@ -63,8 +63,11 @@ def test_a_pypi_only_machine_gets_the_cpu_build_and_no_cuda_package(tmp_path, py
     if wheel is None:
         pytest.skip(f"no torch {VERSION}+cpu wheel for this Python in /opt/wheels to serve as PyTorch's CPU index")
     venv = tmp_path / "venv"
+    # uv's cache as a fresh machine has it: the user's cache outlives test runs, and where this
+    # run's stand-in index got the port of an earlier run's, uv took torch from it unasked
+    fresh = {**pypi_only, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
     with serve(write_index(tmp_path / "index", wheel)) as (url, fetched):
-        make = _make_torch(venv, pypi_only, f"TORCH_INDEX_URL={url}")
+        make = _make_torch(venv, fresh, f"TORCH_INDEX_URL={url}")
     out = make.stdout + make.stderr
     assert make.returncode == 0, out[-3000:]
     lines = make.stdout.splitlines()
@@ -75,6 +78,7 @@ def test_a_pypi_only_machine_gets_the_cpu_build_and_no_cuda_package(tmp_path, py
     assert re.search(r"Downloading torch \([\d.]+MiB\)", out) and re.search(r"Installed 1 package in", out), out
     # the wheel came from the stand-in index, not from a wheel folder this machine has
     assert f"/torch/{wheel.name.replace('+', '%2B')}" in fetched, fetched
+    assert any((tmp_path / "uv-cache").iterdir())  # uv kept it in the fresh cache, not the user's
     installed = _installed(venv, pypi_only)
     assert installed["torch"] == VERSION + "+cpu" and installed["uv"] == locked()["uv"]
 
