@@ -326,6 +326,8 @@ def sweep_stale_rundirs(base=None, now=None):
     (the spec's client, which may restart a kernel in the same folder) still runs, pids
     compared with their start times. The folders removed, as a list; nothing else is
     touched."""
+    import shutil
+
     base = Path(base or rundir_base())
     now = time.time() if now is None else now
     removed = []
@@ -351,8 +353,6 @@ def sweep_stale_rundirs(base=None, now=None):
             spec = {}
         if process_started_at(spec.get("client_pid"), spec.get("client_start")):
             continue  # its client runs: it may start a kernel here again (a restart)
-        import shutil
-
         shutil.rmtree(entry.path, ignore_errors=True)  # the link to a gone sandbox is not followed
         if not os.path.lexists(entry.path):
             removed.append(entry.path)

@@ -12,11 +12,7 @@ import time
 import pytest
 
 from grader.isolation import namespaces as ns
-
-
-def _start_time(pid):
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rsplit(b")", 1)[1].split()[19])
+from grader.isolation.provisioner import _start_time
 
 
 def _rundir(base, name, state=None, age=2 * ns.STALE_AFTER, client=None):
