@@ -287,6 +287,8 @@ def launcher_command(spec_path):
 
 SOCKET_PATH_MAX = 107  # bytes in a Unix socket's address (sun_path), without its NUL
 RUNDIR_PREFIX = "attention-kernel-"
+TEMPLATE_PREFIX = "attention-template-"  # a warm template's folder (grader/isolation/template.py)
+TEMPLATE_OWNER = "owner.json"  # in it: the template's and its owner's pids and start times
 
 
 def rundir_base(tmp=None):
@@ -307,6 +309,12 @@ STALE_AFTER = 600  # seconds: a sandbox's folder names its running init within s
 _SWEPT = set()  # the folders this process has swept (once each)
 
 
+def start_time(pid):
+    """A process's start time (clock ticks after boot), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[19])
+
+
 def process_started_at(pid, start):
     """Whether process pid runs and started at `start` (clock ticks after boot): a pid the
     system gave to another process since is not it."""
@@ -324,8 +332,10 @@ def sweep_stale_rundirs(base=None, now=None):
     this user's attention-kernel-* folders in `base` (rundir_base()), untouched for
     STALE_AFTER seconds, where neither the sandbox's init nor the process that started it
     (the spec's client, which may restart a kernel in the same folder) still runs, pids
-    compared with their start times. The folders removed, as a list; nothing else is
-    touched."""
+    compared with their start times; and likewise the attention-template-* folders of warm
+    templates where neither the template nor the process that started it runs (a folder
+    that does not say who they are, as an older version's, is left). The folders removed,
+    as a list; nothing else is touched."""
     import shutil
 
     base = Path(base or rundir_base())
@@ -336,13 +346,19 @@ def sweep_stale_rundirs(base=None, now=None):
     except OSError:
         return removed
     for entry in entries:
-        if not entry.name.startswith(RUNDIR_PREFIX):
+        if not entry.name.startswith((RUNDIR_PREFIX, TEMPLATE_PREFIX)):
             continue
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
         if not entry.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_AFTER:
+            continue
+        if entry.name.startswith(TEMPLATE_PREFIX):
+            if _template_gone(entry.path):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                if not os.path.lexists(entry.path):
+                    removed.append(entry.path)
             continue
         state = read_state(entry.path) or {}
         if process_started_at(state.get("init_pid"), state.get("init_start")):
@@ -357,6 +373,19 @@ def sweep_stale_rundirs(base=None, now=None):
         if not os.path.lexists(entry.path):
             removed.append(entry.path)
     return removed
+
+
+def _template_gone(folder):
+    """Whether a warm template's folder names its template and owner (TEMPLATE_OWNER) and
+    neither runs."""
+    try:
+        owner = json.loads((Path(folder) / TEMPLATE_OWNER).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(owner, dict):
+        return False
+    return not any(process_started_at(owner.get(f"{who}_pid"), owner.get(f"{who}_start"))
+                   for who in ("server", "owner"))
 
 
 def make_rundir():

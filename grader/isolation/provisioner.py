@@ -37,12 +37,6 @@ _COLD_REASONS = set()  # why kernels of this process start cold, each said once
 KILL_WAIT = 1.0  # seconds kill() waits for the killed sandbox's launcher to exit
 
 
-def _start_time(pid):
-    """A process's start time (clock ticks after boot), from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rsplit(b")", 1)[1].split()[19])
-
-
 class SandboxProvisioner(LocalProvisioner):
     """Starts the kernel spec's command in a fresh sandbox (see the module's docstring)."""
 
@@ -175,7 +169,7 @@ class SandboxProvisioner(LocalProvisioner):
         self._new_cgroup()
         spec["cgroup_procs"] = self.cgroup.procs_files if self.cgroup else []
         spec["client_pid"] = os.getpid()  # a shared template's launcher watches this process
-        spec["client_start"] = _start_time(os.getpid())  # while it runs, its folder is not swept
+        spec["client_start"] = ns.start_time(os.getpid())  # while it runs, its folder is not swept
         return {"cmd": ns.launcher_command(ns.write_spec(self.rundir, spec))}
 
     def _new_cgroup(self):
@@ -211,7 +205,7 @@ class SandboxProvisioner(LocalProvisioner):
         if self._kernel_pid is None and self._init_alive():
             try:
                 children = Path(f"/proc/{self.init_pid}/task/{self.init_pid}/children").read_text().split()
-                self._kernel_pid = min(children, key=_start_time) if children else None
+                self._kernel_pid = min(children, key=ns.start_time) if children else None
             except (OSError, ValueError):
                 return None
         return self._kernel_pid

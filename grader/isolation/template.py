@@ -13,6 +13,7 @@ of starting one. Where no template can be made (an import fails, the template is
 single-threaded, the OS refuses a pidfd), shared() returns None and the reason, and
 kernels start cold.
 """
+import json
 import os
 import select
 import shutil
@@ -159,7 +160,7 @@ class Template(_Client):
     """A started template process and the private folder of its socket."""
 
     def __init__(self):
-        self.folder = Path(tempfile.mkdtemp(prefix="attention-template-", dir=ns.rundir_base()))
+        self.folder = Path(tempfile.mkdtemp(prefix=ns.TEMPLATE_PREFIX, dir=ns.rundir_base()))
         self.socket = self.folder / SOCKET_NAME
         env = ns.minimal_env(1)
         cache = ns.font_cache()
@@ -170,6 +171,11 @@ class Template(_Client):
             [sys.executable, str(SERVER), str(self.socket)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=self.folder, close_fds=True)
         self.owner = os.getpid()
+        # who may still use the folder: once neither runs, the next sandbox's sweep removes it
+        # (namespaces.sweep_stale_rundirs) where close() never ran (its process was killed)
+        (self.folder / ns.TEMPLATE_OWNER).write_text(json.dumps({
+            "server_pid": self.process.pid, "server_start": ns.start_time(self.process.pid),
+            "owner_pid": self.owner, "owner_start": ns.start_time(self.owner)}))
         line = self._first_line()
         if line != "ready":
             self.close()

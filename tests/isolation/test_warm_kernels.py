@@ -11,7 +11,7 @@ from nbclient import NotebookClient
 
 from grader.isolation import KERNEL_NAME, isolation_available, sandbox_settings
 from grader.isolation import template
-from grader.isolation.provisioner import _start_time
+from grader.isolation.namespaces import start_time as _start_time
 
 available, why = isolation_available()
 pytestmark = [pytest.mark.skipif(not available, reason=f"no isolation here: {why}"),
@@ -90,7 +90,7 @@ def test_the_template_is_out_of_reach_and_single_threaded(tmp_path):
     try:
         inside = probe(kc, f"""
     import os
-    def _start_time(pid):  # grader.isolation.provisioner's, which the sandbox does not hold
+    def _start_time(pid):  # grader.isolation.namespaces.start_time, which the sandbox does not hold
         with open(f"/proc/{{pid}}/stat", "rb") as f:
             return int(f.read().rsplit(b")", 1)[1].split()[19])
     pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
