@@ -50,7 +50,8 @@ from pathlib import Path
 from grader.grading import extensions, late, layout
 from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, Record
 from grader.grading.status import Status, fingerprint, grading_inputs, quick_signature
-from grader.grading.submission import Job, Refused, Settings, SubmissionResult, read_submission
+from grader.grading.submission import (Job, Refused, Settings, SubmissionResult, held_temp_folder,
+                                      read_submission)
 
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
 ALLOWED_FAILURES = 1  # workers a submission may kill (it is retried once) before it needs attention
@@ -474,7 +475,7 @@ class Grading:
         bar.note(f"{len(todo)} submission(s) to grade on {where}" + ("" if self.scheduler else " (starting them)"))
         interrupted = _Interrupt()
         try:
-            with tempfile.TemporaryDirectory(prefix="autograde-") as workdir, interrupted, \
+            with _workdir() as workdir, interrupted, \
                     contextlib.closing(self._map(self._jobs(todo), len(todo), workdir, bar)) as results:
                 for result, fp in results:
                     with interrupted.deferred():  # Ctrl-C now stops after this result is recorded
@@ -813,6 +814,21 @@ class _quiet_dask:
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)
         return False
+
+
+WORKDIR_PREFIX = "autograde-"
+
+
+@contextlib.contextmanager
+def _workdir():
+    """The run's work folder in the temp folder (the assignments' gradebook templates),
+    removed when the run ends; one whose run was killed is removed by the next run."""
+    base, marker = held_temp_folder(WORKDIR_PREFIX)
+    try:
+        yield base
+    finally:
+        marker.close()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _replace_dir(dst, files):

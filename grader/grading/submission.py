@@ -315,19 +315,27 @@ def _scratch_base():
     machine lost) cannot remove its own, so each new one first removes the folders whose
     marker file no process holds locked any more (an open file's lock ends with its
     process, however it ends; one being made is locked before it gets its name)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
-        _remove_if_abandoned(folder)
-    base = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
-    marker = open(os.path.join(base, IN_USE + ".new"), "w")
+    base, marker = held_temp_folder(SCRATCH_PREFIX)
     _HELD.append(marker)
-    if _lock(marker.fileno()):  # where it cannot be locked (Windows, some network disks), the
-        os.rename(marker.name, os.path.join(base, IN_USE))  # marker keeps its temporary name: never swept
     atexit.register(shutil.rmtree, base, True)
     return base
 
 
+def held_temp_folder(prefix):
+    """(a new folder `prefix`* in the temp folder, its marker): the folder is marked in use
+    for as long as the marker file stays open. First removes the folders of `prefix` whose
+    marker no process holds locked any more (their makers were killed)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        _remove_if_abandoned(folder)
+    base = tempfile.mkdtemp(prefix=prefix)
+    marker = open(os.path.join(base, IN_USE + ".new"), "w")
+    if _lock(marker.fileno()):  # where it cannot be locked (Windows, some network disks), the
+        os.rename(marker.name, os.path.join(base, IN_USE))  # marker keeps its temporary name: never swept
+    return base, marker
+
+
 def _remove_if_abandoned(folder):
-    """Remove a scratch base folder whose maker has ended (its marker is not locked); one
+    """Remove a held_temp_folder whose maker has ended (its marker is not locked); one
     without a marker (being made, not ours, or made where flock is missing) is left alone."""
     try:
         fd = os.open(folder / IN_USE, os.O_RDONLY | os.O_NOFOLLOW)

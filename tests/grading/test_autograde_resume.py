@@ -60,8 +60,11 @@ def test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once(tmp_path):
         synthetic.make_submission(root, s, A, "correct")
     synthetic.make_attack(root, "sleeper", "sleeps")
     total = len(students) + 1
+    tmp = tmp_path / "tmp"  # the runs' temp folder, to see what they leave there
+    tmp.mkdir()
+    plain = dict(os.environ, TMPDIR=str(tmp))
 
-    proc = _run_cli(root, "--jobs", "2")
+    proc = _run_cli(root, "--jobs", "2", env=plain)
     _wait_for_entries(root, proc, 1)
     running = _tree(proc)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
@@ -76,8 +79,9 @@ def test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once(tmp_path):
     _gone, alive = psutil.wait_procs(running, timeout=120)  # the workers and kernels were stopped
     assert not alive, [p.cmdline() for p in alive]
     assert set(db_scores(root)) == {s for s, _a, _e in Status(root).entries()}
+    assert list(tmp.glob("autograde-*")) == []  # the stopped run removed its work folder
 
-    proc = _run_cli(root, "--jobs", "2")
+    proc = _run_cli(root, "--jobs", "2", env=plain)
     _wait_for_entries(root, proc, kept + 1)
     for p in _tree(proc):  # the machine lost: driver, workers and kernels killed at once
         with contextlib.suppress(psutil.Error):
@@ -85,12 +89,14 @@ def test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once(tmp_path):
     proc.wait()
     done = _entries(root)
     assert kept < done < total  # the sleeper cannot have finished
+    left = list(tmp.glob("autograde-*"))
+    assert len(left) == 1, left  # the killed run could not remove its work folder
 
     synthetic.make_submission(root, "sleeper", A, "correct")  # handed in again, awake
     # the plain reruns fork their kernels from this process's warm template (the two runs
     # above, stopped and killed, had their own: that each ends with its run is part of what
     # they show)
-    env = dict(os.environ, **template_env())
+    env = dict(plain, **template_env())
     proc = _run_cli(root, "--jobs", "1", env=env)  # the rest, on one worker (each costs about 5 s of CPU to start)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-2000:]
@@ -99,6 +105,7 @@ def test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once(tmp_path):
     assert f"autograde: [1/{total - done}] " in err and f"/ {A} graded (" in err, err[-2000:]
     assert db_scores(root) == {s: 10.0 for s in [*students, "sleeper"]}
     assert not list((root / "autograded").glob("*/.*.incoming"))
+    assert not left[0].exists() and list(tmp.glob("autograde-*")) == []  # the next run removed it
 
     # unchanged submissions are skipped; a changed one is regraded, a broken one loses its grade
     synthetic.make_submission(root, "s0", A, "missing_scale")
