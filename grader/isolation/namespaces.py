@@ -309,18 +309,23 @@ STALE_AFTER = 600  # seconds: a sandbox's folder names its running init within s
 _SWEPT = set()  # the folders this process has swept (once each)
 
 
+def _stat_fields(pid):
+    """The fields of /proc/<pid>/stat after the command's name (state first, start time at
+    index 19)."""
+    with open(f"/proc/{int(pid)}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
 def start_time(pid):
     """A process's start time (clock ticks after boot), from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rsplit(b")", 1)[1].split()[19])
+    return int(_stat_fields(pid)[19])
 
 
 def process_started_at(pid, start):
     """Whether process pid runs and started at `start` (clock ticks after boot): a pid the
     system gave to another process since is not it."""
     try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
+        fields = _stat_fields(pid)
     except (OSError, ValueError, TypeError):
         return False
     return fields[0] not in (b"Z", b"X") and int(fields[19]) == start
@@ -354,25 +359,26 @@ def sweep_stale_rundirs(base=None, now=None):
             continue
         if not entry.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_AFTER:
             continue
-        if entry.name.startswith(TEMPLATE_PREFIX):
-            if _template_gone(entry.path):
-                shutil.rmtree(entry.path, ignore_errors=True)
-                if not os.path.lexists(entry.path):
-                    removed.append(entry.path)
+        gone = _template_gone if entry.name.startswith(TEMPLATE_PREFIX) else _sandbox_gone
+        if not gone(entry.path):
             continue
-        state = read_state(entry.path) or {}
-        if process_started_at(state.get("init_pid"), state.get("init_start")):
-            continue  # a sandbox still running (a long grading, a student's lab kernel)
-        try:
-            spec = json.loads((Path(entry.path) / "spec.json").read_text())
-        except (OSError, ValueError):
-            spec = {}
-        if process_started_at(spec.get("client_pid"), spec.get("client_start")):
-            continue  # its client runs: it may start a kernel here again (a restart)
         shutil.rmtree(entry.path, ignore_errors=True)  # the link to a gone sandbox is not followed
         if not os.path.lexists(entry.path):
             removed.append(entry.path)
     return removed
+
+
+def _sandbox_gone(folder):
+    """Whether neither a sandbox's init nor the process that started it still runs."""
+    state = read_state(folder) or {}
+    if process_started_at(state.get("init_pid"), state.get("init_start")):
+        return False  # a sandbox still running (a long grading, a student's lab kernel)
+    try:
+        spec = json.loads((Path(folder) / "spec.json").read_text())
+    except (OSError, ValueError):
+        spec = {}
+    # its client runs: it may start a kernel here again (a restart)
+    return not process_started_at(spec.get("client_pid"), spec.get("client_start"))
 
 
 def _template_gone(folder):
