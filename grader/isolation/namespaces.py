@@ -309,7 +309,7 @@ STALE_AFTER = 600  # seconds: a sandbox's folder names its running init within s
 _SWEPT = set()  # the folders this process has swept (once each)
 
 
-def _stat_fields(pid):
+def stat_fields(pid):
     """The fields of /proc/<pid>/stat after the command's name (state first, start time at
     index 19)."""
     with open(f"/proc/{int(pid)}/stat", "rb") as f:
@@ -318,14 +318,14 @@ def _stat_fields(pid):
 
 def start_time(pid):
     """A process's start time (clock ticks after boot), from /proc/<pid>/stat."""
-    return int(_stat_fields(pid)[19])
+    return int(stat_fields(pid)[19])
 
 
 def process_started_at(pid, start):
     """Whether process pid runs and started at `start` (clock ticks after boot): a pid the
     system gave to another process since is not it."""
     try:
-        fields = _stat_fields(pid)
+        fields = stat_fields(pid)
     except (OSError, ValueError, TypeError):
         return False
     return fields[0] not in (b"Z", b"X") and int(fields[19]) == start

@@ -222,8 +222,7 @@ class SandboxProvisioner(LocalProvisioner):
             return None
         delays = {}
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                ready = f.read().rsplit(b")", 1)[1].split()[0] == b"R"
+            ready = ns.stat_fields(pid)[0] == b"R"
             tids = os.listdir(f"/proc/{pid}/task")
         except (OSError, IndexError):
             return None

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from grader.isolation import namespaces as ns
-from grader.isolation.namespaces import start_time as _start_time
 
 
 def _rundir(base, name, state=None, age=2 * ns.STALE_AFTER, client=None):
@@ -35,7 +34,7 @@ def running():
     """A process that runs for the test: (pid, start time)."""
     proc = subprocess.Popen(["sleep", "300"])
     try:
-        yield proc.pid, _start_time(proc.pid)
+        yield proc.pid, ns.start_time(proc.pid)
     finally:
         proc.kill()
         proc.wait()
@@ -45,7 +44,7 @@ def running():
 def gone():
     """A process that ran and ended: (pid, start time)."""
     proc = subprocess.Popen(["sleep", "300"])
-    pid, start = proc.pid, _start_time(proc.pid)
+    pid, start = proc.pid, ns.start_time(proc.pid)
     proc.kill()
     proc.wait()
     return pid, start

@@ -11,7 +11,7 @@ from nbclient import NotebookClient
 
 from grader.isolation import KERNEL_NAME, isolation_available, sandbox_settings
 from grader.isolation import template
-from grader.isolation.namespaces import start_time as _start_time
+from grader.isolation.namespaces import start_time
 
 available, why = isolation_available()
 pytestmark = [pytest.mark.skipif(not available, reason=f"no isolation here: {why}"),
@@ -101,7 +101,7 @@ def test_the_template_is_out_of_reach_and_single_threaded(tmp_path):
 """)
     finally:
         stop(km, kc)
-    template_started = _start_time(tmpl.process.pid)
+    template_started = start_time(tmpl.process.pid)
     assert inside["started"] and min(inside["started"]) > 0
     assert inside["uid"] != 0 and template_started not in inside["started"] and not inside["socket_visible"]
     assert inside["pids"][0] == 1 and len(inside["pids"]) <= 3  # init, the kernel, maybe its child
