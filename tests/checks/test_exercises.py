@@ -1,6 +1,7 @@
 """The checks: correct answers pass, every catalogued mistake is named, odd answers are
 explained, and nothing reaches stderr."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,26 @@ def test_hidden_draws_have_distinct_dims_and_separate_every_mistake(seed, key):
                 continue
             with pytest.raises(grader.CheckError, match="Likely mistake"):
                 CHECKS[key](student_from(key, mistake.fn), focus, hidden=True, seed=seed)
+
+
+# seeds whose first draw of generate's stand-in model settles into a cycle of near-certain
+# tokens: sampling it at 0.5 and at 0.25 gave the same tokens, so the logits divided by the
+# temperature twice passed the hidden check (found by the test above)
+LOCKED_SEEDS = (44279, 972807495)
+
+
+@pytest.mark.parametrize("seed", LOCKED_SEEDS)
+def test_a_hidden_generate_draw_shows_the_temperature(seed):
+    from grader.checks.exercises.transformer_block import _draw_generate_once
+
+    ex = EXERCISES["generate"]
+    gen = torch.Generator().manual_seed(seed)
+    first = _draw_generate_once(gen, "main", inputs.draw_dims(ex, gen))
+    assert torch.equal(ref.generate(**first), ref.generate(**{**first, "temperature": 0.25}))  # the draw replaced
+    for key in ("temperature_twice", "temperature_after_softmax", "greedy"):
+        mistake = _mistake("generate", key)
+        with pytest.raises(grader.CheckError, match=re.escape(f"Likely mistake: {mistake.name} \u2014")):
+            grader.check_generate(student_from("generate", mistake.fn), "values", hidden=True, seed=seed)
 
 
 def _mistake(key, name):

@@ -92,7 +92,33 @@ def _token_causal(ctx):
                 f"  Position {i} may only use tokens 0..{i}.")
 
 
+_TEMPERATURE = {"main": 0.5, "plain": 1.0, "hot": 1.7}  # a case's temperature
+_GREEDY = 1e-6  # a temperature that leaves only the most likely token: taking the argmax
+
+
 def _draw_generate(gen, case, d):
+    """The stand-in model, the prompt and the sampler's seed. Their tokens must show the
+    temperature: some models settle into a short cycle of near-certain tokens, where the
+    same draws give the same tokens at another temperature (about 1 seed in 300 at 0.5 against
+    0.25). Such a draw is replaced by the next one, so that sampling at the case's temperature
+    gives other tokens than sampling at its square (the logits divided twice), at 1 (the
+    temperature applied after the softmax) and near 0 (the most likely token each step).
+    Whether a draw is kept depends on the seed alone."""
+    for _ in range(100):
+        inputs = _draw_generate_once(gen, case, d)
+        t = inputs["temperature"]
+        if t == 1.0 or _shows_temperature(inputs, (t * t, 1.0, _GREEDY)):
+            return inputs
+    raise RuntimeError("could not draw a model whose tokens show the temperature")
+
+
+def _shows_temperature(inputs, others):
+    tokens = registry.reference("generate")(**inputs)
+    return all(not torch.equal(tokens, registry.reference("generate")(**{**inputs, "temperature": other}))
+               for other in others)
+
+
+def _draw_generate_once(gen, case, d):
     B, T, V, block_size = d["B"], d["T"], d["vocab_size"], d["block_size"]
     total = block_size + 12  # long enough to crop the context for many steps
     tok = randn(gen, V, V)  # (V, V)
@@ -102,7 +128,7 @@ def _draw_generate(gen, case, d):
     return {"model": {"tok": tok, "pos": randn(gen, block_size + 3, V), "mix": 1.5 * randn(gen, V, V)},
             "idx": torch.randint(0, V, (B, T), generator=gen).tolist(),
             "max_new_tokens": total - T, "block_size": block_size,
-            "temperature": {"main": 0.5, "plain": 1.0, "hot": 1.7}[case],
+            "temperature": _TEMPERATURE[case],
             "seed": int(torch.randint(0, 2**31 - 1, (1,), generator=gen))}
 
 
