@@ -43,7 +43,7 @@ STUDENT ?=
 OWNER ?=
 
 .PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
-        feedback export bench bench-class notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
+        feedback export bench bench-class hidden-sweep notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
         student-bundle wheel extensions help work lock formgrader formgrader-command
 
 ## Install everything into .venv (make lab and make test do it when needed).
@@ -164,6 +164,11 @@ bench: $(STAMP)
 ## (API and Chromium), export, feedback, a regrade, a no-op autograde (BENCH_ARGS="--students 300" for less).
 bench-class: $(STAMP)
 	$(PY) scripts/bench_class.py $(BENCH_ARGS)
+
+## Every catalogued mistake against the hidden checks, 200 seeds each: how many passed or went unnamed.
+## scripts/hidden_sweep.py; SWEEP_ARGS="--seeds 1000 generate" for one exercise, more seeds.
+hidden-sweep: $(STAMP)
+	$(PY) scripts/hidden_sweep.py $(SWEEP_ARGS)
 
 ## What students get, without answers: the student package, a README, `make lab` (dist/self-attention-student).
 ## ASSIGNMENTS="01_bag_of_words 02_tril_matmul" for only the notebooks released so far.
