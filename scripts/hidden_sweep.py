@@ -108,5 +108,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(1)  # the checks' tensors are tiny: a second thread only costs (11 min against 8 here)
+    torch.set_num_threads(1)  # the checks' tensors are tiny: a second thread only costs (11 min against 9 here)
     sys.exit(main())
