@@ -4,7 +4,6 @@ collect, and scripts/gpu_check.py works, here CPU against CPU (README "On a GPU"
 import base64
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import re
@@ -19,22 +18,14 @@ from packaging.utils import canonicalize_name
 
 import grader
 from grader.checks.exercises import EXERCISES
+from support.paths import ROOT, script
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
 BARE = ("torch", "numpy", "matplotlib", "pytest", "hypothesis")  # what such a machine has
 ABSENT = ("traitlets", "nbformat", "nbclient", "nbconvert", "nbgrader", "jupyter_client", "jupyter_core",
           "ipykernel", "IPython", "ipywidgets")
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gpu_check = _script()
+gpu_check = script("gpu_check")
 
 
 def _distributions(names):

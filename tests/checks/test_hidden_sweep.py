@@ -1,8 +1,6 @@
 """scripts/hidden_sweep.py: every catalogued mistake against the hidden checks over many
 seeds (make hidden-sweep). Here with a few seeds, and with planted answers that must show up
 in its table."""
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -10,11 +8,9 @@ import torch
 
 from grader.checks import inputs
 from grader.checks.exercises import EXERCISES
+from support.paths import script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hidden_sweep.py"
-spec = importlib.util.spec_from_file_location("hidden_sweep", SCRIPT)
-hidden_sweep = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hidden_sweep)
+hidden_sweep = script("hidden_sweep")
 
 
 def _drawn_T(key, seed):
