@@ -30,6 +30,8 @@ LAB_OPTS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 JOBS ?=
+FACTOR ?=
+SLOWED_CMD ?=
 DEVICE ?=
 SCHEDULER ?=
 MEMORY ?=
@@ -42,7 +44,7 @@ CONFIRM ?=
 STUDENT ?=
 OWNER ?=
 
-.PHONY: install lab test test-fast references execute release lab-command clean collect autograde \
+.PHONY: install lab test test-fast test-slowed references execute release lab-command clean collect autograde \
         feedback export bench bench-class hidden-sweep notebook-times release-exchange setup-exchange roster release-feedback clean-grades \
         student-bundle wheel extensions help work lock formgrader formgrader-command
 
@@ -105,6 +107,11 @@ test: $(STAMP)
 ## gradings, notebook runs, clusters, sandboxes or browser (the `grading` marker, tests/conftest.py).
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10 -m "not grading and not notebooks and not browser" $(PYTEST_ARGS)
+
+## make test as on a machine 1.7x slower, the slowest of this kind (FACTOR=2, SLOWED_CMD="bash .ci/run").
+## scripts/slowed_run.py: as root, with cgroup v1's cpu controller.
+test-slowed: $(STAMP)
+	$(PY) scripts/slowed_run.py $(if $(FACTOR),--factor $(FACTOR)) -- $(if $(SLOWED_CMD),$(SLOWED_CMD),$(MAKE) test)
 
 ## Write data/references/ from the float64 references; unchanged files untouched (EXERCISES="..." for those).
 references: $(STAMP)

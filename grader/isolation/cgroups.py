@@ -164,19 +164,25 @@ class SandboxCgroup:
     def remove(self, wait=5.0):
         """Remove the group's folders once the sandbox's processes have left them (killed
         processes take a moment to exit); True if they are gone."""
-        deadline = time.monotonic() + wait
-        for folder in self.folders.values():
-            while True:
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        return False
-                    time.sleep(0.01)
-        return True
+        return remove_groups(self.folders.values(), wait)
+
+
+def remove_groups(folders, wait=5.0):
+    """Remove these group folders, in order, each once its processes have left it (killed
+    processes take a moment to exit), waiting at most `wait` seconds in all; True if gone."""
+    deadline = time.monotonic() + wait
+    for folder in folders:
+        while True:
+            try:
+                folder.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.01)
+    return True
 
 
 LEFTOVER_AGE = 600  # seconds: an empty sandbox group this old was left by a sandbox that ended slowly
