@@ -4,17 +4,17 @@ holds on the slowest machines of a kind, which a maintainer rarely has at hand.
     python scripts/slowed_run.py [--factor 1.7] [--] [command ...]     (default: make test)
     make test-slowed [FACTOR=1.7] [SLOWED_CMD="bash .ci/run"]
 
-How: two control groups of the cpu controller (cgroup v1, as root), side by side. The command
-and everything it starts run in one, with the default weight (cpu.shares 1024); in the other a
-busy loop pinned to each core, with the weight 1024 * (FACTOR - 1). Where the command keeps
-every core busy, as the test suite does (busy 96 to 98 % of a run), each core gives it
-1 / FACTOR of its time: its CPU-bound work takes FACTOR times as long, while sleeps, timeouts
-and waits on a clock take as long as they do anywhere, as on a slower machine. The groups the
-grading sandboxes make (grader.isolation.cgroups) are made inside the command's group, so
-they are slowed too. Where the command runs on one core only, the kernel's scheduler gives
-the group's whole weight to that core and it is slowed less: both factors are measured and
-printed first (a pure-Python loop run on every core at once, then on one: its wall
-time over its CPU time).
+How: a control group of the cpu controller (cgroup v1, as root) whose CPU time is capped at
+1 / FACTOR of the machine's (cpu.cfs_quota_us: the cores times the period, over FACTOR); the
+command and everything it starts run in it. Where the command keeps every core busy, as the
+test suite does (busy 96 to 98 % of a run), its CPU-bound work then takes FACTOR times as long,
+while sleeps, timeouts and waits on a clock take as long as they do anywhere, as on a slower
+machine. The groups the grading sandboxes make (grader.isolation.cgroups) are made inside the
+command's group, so they are capped with it. A stretch where the command keeps only one core
+busy stays under the cap and runs at this machine's speed (a slower machine would slow it too),
+so the figure is a lower bound there. The cap is measured first (a pure-Python loop on every
+core at once, then on one: its wall time over its CPU time), and the share of the command's
+scheduling periods that hit the cap is printed at the end.
 
 Prints the command's own output, then its wall time, slowed and measured factors included.
 Needs root and the cpu controller of cgroup v1 (`/sys/fs/cgroup/cpu`); elsewhere it says so
@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: t
 from grader.isolation.cgroups import remove_groups  # noqa: E402 (standard library only, no venv needed)
 
 CPU = Path("/sys/fs/cgroup/cpu")
-SHARES = 1024  # cgroup v1's default weight
-# The calibration: a pure-Python loop of about 2 s of CPU, timed inside its own process; on a
-# machine otherwise idle its wall time is its CPU time, so wall / CPU is the slow-down it saw.
-SPIN = ("import time\nwall, cpu = time.perf_counter(), time.process_time()\ntotal = 0\n"
-        "for i in range(40_000_000):\n    total += i\n"
+PERIOD = 100_000  # microseconds: the kernel's default scheduling period for a quota
+# The calibration: a pure-Python loop that runs for 3 s of wall time in a process of its own; on
+# a machine otherwise idle it gets as much CPU time, so wall / CPU is the slow-down it saw (copies
+# run at once all run for the same 3 s, none gets the cores to itself at the end).
+SPIN = ("import time\nwall, cpu = time.perf_counter(), time.process_time()\n"
+        "while time.perf_counter() - wall < 3:\n    sum(range(10_000))\n"
         "print((time.perf_counter() - wall) / (time.process_time() - cpu))")
-BUSY = "while True:\n    pass"
 
 
 def _own_group():
@@ -63,44 +63,39 @@ def _unavailable():
     return ""
 
 
-class Groups:
-    """The command's group and the load's, made beside each other under this process's group."""
+class Capped:
+    """The command's group, under this process's group: its CPU time capped at 1 / factor of
+    every core's."""
 
     def __init__(self, factor):
-        base = _own_group() / f"slowed-{uuid.uuid4().hex[:8]}"
-        self.command, self.load = base / "command", base / "load"
-        self.base, self.loops = base, []
-        for folder in (base, self.command, self.load):
-            folder.mkdir()
-        (self.command / "cpu.shares").write_text(str(SHARES))
-        (self.load / "cpu.shares").write_text(str(max(2, round(SHARES * (factor - 1)))))
+        self.folder = _own_group() / f"slowed-{uuid.uuid4().hex[:8]}"
+        self.folder.mkdir()
+        cores = len(os.sched_getaffinity(0))
+        (self.folder / "cpu.cfs_period_us").write_text(str(PERIOD))
+        (self.folder / "cpu.cfs_quota_us").write_text(str(max(1000, round(cores * PERIOD / factor))))
 
-    def enter(self, group):
-        """A preexec_fn: the child process joins `group` before it runs anything."""
-        return lambda: (group / "cgroup.procs").write_text(str(os.getpid()))
+    def enter(self):
+        """A preexec_fn: the child process joins the group before it runs anything."""
+        return lambda: (self.folder / "cgroup.procs").write_text(str(os.getpid()))
 
-    def start_load(self):
-        for core in sorted(os.sched_getaffinity(0)):
-            loop = subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=self.enter(self.load))
-            os.sched_setaffinity(loop.pid, {core})
-            self.loops.append(loop)
+    def stat(self):
+        """The group's cpu.stat: {nr_periods, nr_throttled, throttled_time}."""
+        return {k: int(v) for k, v in (l.split() for l in (self.folder / "cpu.stat").read_text().splitlines())}
 
     def close(self):
-        for loop in self.loops:
-            loop.kill()
-            loop.wait()
-        remove_groups((self.command, self.load, self.base))
+        """Remove the group, and the groups of sandboxes the command left in it (those of killed
+        gradings, which a later grading sweeps: grader.isolation.cgroups); True if gone."""
+        inner = sorted((f for f in self.folder.rglob("*") if f.is_dir()), key=lambda f: -len(f.parts))
+        return remove_groups([*inner, self.folder])
 
 
-def _calibrate(groups):
-    """(the slow-down on every core at once, on one core), with the load running: a loop's wall
-    time over its CPU time, the loop run in the command's group on every core, then on one."""
+def _calibrate(group):
+    """(the slow-down of a loop run on every core at once, of one run alone): its wall time
+    over its CPU time, run in the group."""
     def measure(copies):
         loops = [subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True,
-                                  preexec_fn=groups.enter(groups.command)) for _ in range(copies)]
-        return min(float(loop.communicate()[0]) for loop in loops)
-    groups.start_load()
-    time.sleep(0.5)  # the loops started
+                                  preexec_fn=group.enter()) for _ in range(copies)]
+        return min(float(loop.communicate()[0]) for loop in loops)  # the least slowed
     return measure(len(os.sched_getaffinity(0))), measure(1)
 
 
@@ -116,19 +111,24 @@ def main(argv=None):
     if problem:
         print(f"slowed_run: cannot slow this machine: {problem}", file=sys.stderr)
         return 2
-    groups = Groups(args.factor)
+    group = Capped(args.factor)
     try:
-        every, one = _calibrate(groups)
+        every, one = _calibrate(group)
         print(f"==> slowed {args.factor:g}x: measured {every:.2f}x with every core busy, {one:.2f}x "
-              f"on one core; running: {shlex.join(command)}", flush=True)
+              f"with one; running: {shlex.join(command)}", flush=True)
+        before = group.stat()
         start = time.perf_counter()
-        status = subprocess.run(command, preexec_fn=groups.enter(groups.command)).returncode
+        status = subprocess.run(command, preexec_fn=group.enter()).returncode
         wall = time.perf_counter() - start
+        after = group.stat()
     finally:
-        groups.close()
+        group.close()
+    periods = after["nr_periods"] - before["nr_periods"]
+    capped = (after["nr_throttled"] - before["nr_throttled"]) / periods if periods else 0.0
     minutes, seconds = divmod(round(wall), 60)
     print(f"==> {shlex.join(command)}: exit status {status}, {minutes} min {seconds} s of wall time "
-          f"slowed {args.factor:g}x (measured {every:.2f}x on every core, {one:.2f}x on one)", flush=True)
+          f"slowed {args.factor:g}x (measured {every:.2f}x with every core busy, {one:.2f}x with one; "
+          f"{capped:.0%} of its busy periods hit the cap)", flush=True)
     return status
 
 

@@ -41,7 +41,6 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -51,7 +50,7 @@ from grader.grading import extensions, late, layout
 from grader.grading.results import GRADED, NEEDS_ATTENTION, CellGrade, Record
 from grader.grading.status import Status, fingerprint, grading_inputs, quick_signature
 from grader.grading.submission import (Job, Refused, Settings, SubmissionResult, held_temp_folder,
-                                      read_submission)
+                                      read_submission, scratch_folder)
 
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
 ALLOWED_FAILURES = 1  # workers a submission may kill (it is retried once) before it needs attention
@@ -156,7 +155,7 @@ def _kernel_problem(kernel_name, timeout=120):
     that cannot would otherwise fail every submission it is given."""
     from jupyter_client.manager import KernelManager
 
-    workdir = tempfile.mkdtemp(prefix="worker-check-")
+    workdir = scratch_folder("worker-check-")  # swept where the worker is killed meanwhile
     km = KernelManager(kernel_name=kernel_name)
     try:
         km.start_kernel(cwd=workdir)

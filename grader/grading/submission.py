@@ -360,12 +360,23 @@ def _lock(fd):
     return True
 
 
+def _held_base():
+    """This process's scratch base folder (_scratch_base), made on first use."""
+    if not _BASE or not os.path.isdir(_BASE[0]):
+        _BASE[:] = [_scratch_base()]
+    return _BASE[0]
+
+
+def scratch_folder(prefix):
+    """A new, empty folder `prefix`* in this process's scratch base: removed with the base when
+    the process ends, and swept by the next process where this one is killed first."""
+    return tempfile.mkdtemp(prefix=prefix, dir=_held_base())
+
+
 def _scratch_course():
     """The throwaway course folder of this process's thread, empty: the same path for each
     of its submissions (one worker thread grades one submission at a time)."""
-    if not _BASE or not os.path.isdir(_BASE[0]):
-        _BASE[:] = [_scratch_base()]
-    course = Path(_BASE[0]) / f"course-{threading.get_ident()}"
+    course = Path(_held_base()) / f"course-{threading.get_ident()}"
     shutil.rmtree(course, ignore_errors=True)
     course.mkdir(mode=0o700)
     return course

@@ -149,3 +149,50 @@ def test_a_killed_process_s_scratch_folder_is_removed_by_the_next_one(tmp_path, 
             proc.wait()
         for held in submission._HELD:
             held.close()
+
+
+def test_a_worker_killed_while_it_tries_a_kernel_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """A worker checks once that it can start a kernel (autograde.worker_problem), in a folder
+    of its scratch base: killed meanwhile (its nanny, a lost machine), it leaves that folder
+    to the next process's sweep, not in the temp folder for good."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from grader.grading import submission
+    from support.paths import ROOT
+
+    spec = tmp_path / "jupyter" / "kernels" / "hang"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({  # a kernel that never becomes ready
+        "argv": [sys.executable, "-c", "import time; time.sleep(600)", "{connection_file}"],
+        "display_name": "hang", "language": "python"}))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    worker = ("import sys, tempfile; sys.path.insert(0, sys.argv[1]); tempfile.tempdir = sys.argv[2]\n"
+              "from grader.grading import autograde\nautograde._kernel_problem('hang')")
+    proc = subprocess.Popen([sys.executable, "-c", worker, str(ROOT), str(temp)], start_new_session=True,
+                            env={**os.environ, "JUPYTER_PATH": str(tmp_path / "jupyter")})
+    try:
+        deadline = time.monotonic() + 120
+        while not list(temp.glob(f"{submission.SCRATCH_PREFIX}*/worker-check-*")):
+            assert not list(temp.glob("worker-check-*")), "the check's folder is outside the swept scratch base"
+            assert proc.poll() is None and time.monotonic() < deadline, "the worker never tried its kernel"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker and the kernel it started
+        proc.wait()
+    assert list(temp.glob(f"{submission.SCRATCH_PREFIX}*/worker-check-*"))  # left behind by the kill
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(submission, "_BASE", [])
+    monkeypatch.setattr(submission, "_HELD", [])
+    try:
+        mine = Path(submission.scratch_folder("worker-check-"))
+        assert [p for p in temp.rglob("worker-check-*")] == [mine]  # the killed worker's is gone
+    finally:
+        for held in submission._HELD:
+            held.close()
