@@ -82,11 +82,12 @@ class Capped:
         """The group's cpu.stat: {nr_periods, nr_throttled, throttled_time}."""
         return {k: int(v) for k, v in (l.split() for l in (self.folder / "cpu.stat").read_text().splitlines())}
 
-    def close(self):
+    def close(self, wait=5.0):
         """Remove the group, and the groups of sandboxes the command left in it (those of killed
-        gradings, which a later grading sweeps: grader.isolation.cgroups); True if gone."""
+        gradings, which a later grading sweeps: grader.isolation.cgroups), waiting at most
+        `wait` seconds for their processes to end; True if gone."""
         inner = sorted((f for f in self.folder.rglob("*") if f.is_dir()), key=lambda f: -len(f.parts))
-        return remove_groups([*inner, self.folder])
+        return remove_groups([*inner, self.folder], wait)
 
 
 def _calibrate(group):
@@ -122,7 +123,9 @@ def main(argv=None):
         wall = time.perf_counter() - start
         after = group.stat()
     finally:
-        group.close()
+        if not group.close():
+            print(f"slowed_run: the group {group.folder} is left: processes the command started are "
+                  "still in it (rmdir it once they have ended)", file=sys.stderr)
     periods = after["nr_periods"] - before["nr_periods"]
     capped = (after["nr_throttled"] - before["nr_throttled"]) / periods if periods else 0.0
     minutes, seconds = divmod(round(wall), 60)

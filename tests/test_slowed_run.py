@@ -41,3 +41,15 @@ def test_the_command_runs_in_a_group_capped_at_the_factor_and_the_group_goes_wit
     finally:
         assert group.close()
     assert not group.folder.exists()
+
+
+@pytest.mark.skipif(bool(slowed._unavailable()), reason=f"scripts/slowed_run.py: {slowed._unavailable()}")
+def test_a_group_whose_processes_outlive_the_command_stays_until_they_end():
+    group = slowed.Capped(1.7)
+    left = subprocess.Popen(["sleep", "60"], preexec_fn=group.enter())
+    try:
+        assert not group.close(wait=0.2) and group.folder.is_dir()
+    finally:
+        left.kill()
+        left.wait()
+    assert group.close() and not group.folder.exists()
