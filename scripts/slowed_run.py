@@ -63,16 +63,29 @@ def _unavailable():
     return ""
 
 
+def _enclosing_cap(group):
+    """The smallest CPU cap, in cores, of `group` and the groups above it (inf where none has one)."""
+    cap = float("inf")
+    while group != CPU.parent and (group / "cpu.cfs_quota_us").exists():
+        quota = int((group / "cpu.cfs_quota_us").read_text())
+        if quota > 0:
+            cap = min(cap, quota / int((group / "cpu.cfs_period_us").read_text()))
+        group = group.parent
+    return cap
+
+
 class Capped:
     """The command's group, under this process's group: its CPU time capped at 1 / factor of
     every core's."""
 
     def __init__(self, factor):
-        self.folder = _own_group() / f"slowed-{uuid.uuid4().hex[:8]}"
+        parent = _own_group()
+        self.folder = parent / f"slowed-{uuid.uuid4().hex[:8]}"
         self.folder.mkdir()
-        cores = len(os.sched_getaffinity(0))
+        # the kernel refuses a cap above an enclosing group's (this run inside a slowed one)
+        self.cores = min(len(os.sched_getaffinity(0)) / factor, _enclosing_cap(parent))
         (self.folder / "cpu.cfs_period_us").write_text(str(PERIOD))
-        (self.folder / "cpu.cfs_quota_us").write_text(str(max(1000, round(cores * PERIOD / factor))))
+        (self.folder / "cpu.cfs_quota_us").write_text(str(max(1000, int(self.cores * PERIOD))))
 
     def enter(self):
         """A preexec_fn: the child process joins the group before it runs anything."""
