@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the repository's packages
-from grader.isolation.cgroups import remove_groups  # noqa: E402 (standard library only, no venv needed)
+from grader.isolation.cgroups import own_groups, remove_groups  # noqa: E402 (standard library only, no venv needed)
 
 CPU = Path("/sys/fs/cgroup/cpu")
 PERIOD = 100_000  # microseconds: the kernel's default scheduling period for a quota
@@ -43,11 +43,9 @@ SPIN = ("import time\nwall, cpu = time.perf_counter(), time.process_time()\n"
 
 
 def _own_group():
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            return CPU / path.lstrip("/")
-    return None
+    """This process's group of the cpu controller, or None."""
+    path = own_groups().get("cpu")
+    return None if path is None else CPU / path.lstrip("/")
 
 
 def _unavailable():
@@ -83,9 +81,9 @@ class Capped:
         self.folder = parent / f"slowed-{uuid.uuid4().hex[:8]}"
         self.folder.mkdir()
         # the kernel refuses a cap above an enclosing group's (this run inside a slowed one)
-        self.cores = min(len(os.sched_getaffinity(0)) / factor, _enclosing_cap(parent))
+        cores = min(len(os.sched_getaffinity(0)) / factor, _enclosing_cap(parent))
         (self.folder / "cpu.cfs_period_us").write_text(str(PERIOD))
-        (self.folder / "cpu.cfs_quota_us").write_text(str(max(1000, int(self.cores * PERIOD))))
+        (self.folder / "cpu.cfs_quota_us").write_text(str(max(1000, int(cores * PERIOD))))
 
     def enter(self):
         """A preexec_fn: the child process joins the group before it runs anything."""

@@ -37,7 +37,7 @@ class CgroupSupport:
                 "for all of a sandbox's processes, a CPU share of its own, its CPU time counted")
 
 
-def _own_groups():
+def own_groups():
     """{controller or "": path of this process's group} from /proc/self/cgroup."""
     groups = {}
     for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -59,7 +59,7 @@ def _writable(folder):
 
 def detect():
     try:
-        groups = _own_groups()
+        groups = own_groups()
     except OSError as e:
         return CgroupSupport("", f"no /proc/self/cgroup: {e.strerror}")
     v1 = {name: ROOT / name / groups[name].lstrip("/") for name in V1_CONTROLLERS
