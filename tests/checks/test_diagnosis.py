@@ -455,6 +455,28 @@ def test_an_output_right_in_float32_and_far_off_in_float64_is_not_called_a_preci
     assert err.value.finding == "follows_inputs" and "float32-accurate" in str(err.value), str(err.value)
 
 
+@pytest.mark.parametrize("leftovers", ["NaN every float64 call", "NaN in the first float64 call only"])
+def test_nan_in_float64_of_an_output_right_in_float32_is_named_as_entries_never_written(leftovers):
+    """The float32 run of an answer that never writes its last tile can hold the right values
+    (a freed buffer of the same size held the previous call's output) and its float64 run NaN
+    there, in every call or in one (as in one run of the suite: "with float64 inputs, output
+    has 66 NaN/inf values ... Create new tensors with dtype=x.dtype", a fix that changes
+    nothing). The output check names the entries never written, not the dtype."""
+    reference = CORRECT["tiled_attention"]
+    float64_calls = itertools.count()
+
+    def tail_right_in_float32(q, k, v, tile_size):
+        out = reference(q, k, v, tile_size)
+        if q.dtype == torch.float64 and (leftovers == "NaN every float64 call" or next(float64_calls) == 0):
+            out[:, :, -5:] = float("nan")
+        return out
+
+    with pytest.raises(CheckError) as err:
+        run_check(EXERCISES["tiled_attention"], tail_right_in_float32, "output", quiet=True)
+    assert err.value.finding == "unwritten", str(err.value)
+    assert "never written" in str(err.value) and "dtype=x.dtype" not in str(err.value), str(err.value)
+
+
 def test_a_position_table_indexed_by_token_ids_is_named_where_it_raises():
     """Hidden draws where vocab_size > block_size make the position table looked up with the
     token ids raise IndexError (nn.Embedding's "index out of range in self") instead of giving

@@ -1,4 +1,6 @@
-"""Fixtures of the grading tests: the graded class and the later class, each graded once per session."""
+"""Fixtures of the grading tests: the graded class and the later class, each graded once per
+session (and its starved notebooks once more, where a loaded machine starved some:
+tests/support/settle.py)."""
 import pytest
 
 from support.classes import (BROKEN, CLASS_ASSIGNMENT, CLASS_BUDGET, CLASS_CALL_TIMEOUT, CLASS_CELL_TIMEOUT,
@@ -12,7 +14,7 @@ def graded_class(tmp_path_factory):
     the honest answers and attacks of tests/grading/test_trust.py (their tables:
     tests/support/classes.py). Tests using it are kept on one xdist worker (xdist_group)."""
     from grader.instructor import cli as instructor
-    from support import synthetic
+    from support import settle, synthetic
     from grader.grading.autograde import Grading
 
     root = synthetic.make_course(tmp_path_factory.mktemp("class"))
@@ -27,7 +29,8 @@ def graded_class(tmp_path_factory):
         synthetic.make_attack(root, f"attack_{attack}", attack)
     mp = pytest.MonkeyPatch()
     mp.setenv(SECRET_ENV, "do-not-leak-7f3a")
-    summary = Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT).run(progress=False)
+    summary, _ = settle.grade_settled(
+        root, lambda: Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT))
     mp.undo()
     instructor.export(root)
     instructor.feedback(root)
@@ -41,7 +44,7 @@ def later_class(tmp_path_factory):
     (course folder, summary). Tests using it share the xdist group LATER_GROUP."""
     import nbformat
 
-    from support import synthetic
+    from support import settle, synthetic
     from support.later_class import LATER_BUDGET, LATER_CALL_TIMEOUT, later_submissions
     from grader.grading.autograde import Grading
 
@@ -52,5 +55,6 @@ def later_class(tmp_path_factory):
         folder = root / "submitted" / student / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{assignment}.ipynb")
-    summary = Grading(root, jobs=2, budget=LATER_BUDGET, call_timeout=LATER_CALL_TIMEOUT).run(progress=False)
+    summary, _ = settle.grade_settled(
+        root, lambda: Grading(root, jobs=2, budget=LATER_BUDGET, call_timeout=LATER_CALL_TIMEOUT))
     return root, summary

@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from support.classes import BROKEN, EXPECTED, CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET
+from support import settle
 from support.gradebook import db_scores
 from grader.grading.execute import GradingExecute
 from grader.grading.status import Status
@@ -103,7 +104,11 @@ def test_a_hanging_submission_costs_at_most_one_notebook_budget(course):
     assert entry["status"] == "graded" and entry["elapsed"] < ceiling
     messages = [o["message"] for outs in entry["notebooks"][A]["outcomes"].values() for o in outs
                 if not o["passed"]]
-    assert messages and all("no answer within" in m for m in messages), messages
+    said = ["no answer within"]
+    if any(student == "infinite_loop" for student, _, _ in settle.STARVED[root]):
+        # a loaded machine starved it in the first run: the second graded it on its ceiling
+        said.append("the machine was too busy for this submission twice, so it is graded as it stands")
+    assert messages and all(any(s in m for s in said) for m in messages), messages
 
 
 def test_deleted_test_cell_is_restored_and_graded(course):

@@ -153,6 +153,10 @@ def _follows_inputs(ctx):
     if problem and "NaN/inf" in problem and wrong_already(ctx):
         problem = None  # the output is wrong as it is (entries never written hold NaN or not
         # as the memory happens to): the values check says how, not a guess about dtypes
+    if problem and "NaN/inf" in problem:
+        found = _unwritten_nan(ctx, inputs, problem.partition("\n")[0], other)
+        if found:
+            return found
     if problem:
         first, _, rest = problem.partition("\n")
         hint = "" if "dtype=" in rest else ("\n  Create new tensors with dtype=x.dtype and device=x.device, and move "
@@ -166,6 +170,33 @@ def _follows_inputs(ctx):
     meta = ctx.on_meta()
     return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None,
                                     ctx.exercise.diagnosis.reads_no_values) if meta else None
+
+
+def _unwritten_nan(ctx, inputs, first, dtype):
+    """(message, "unwritten") where the NaN/inf of a run on `inputs` (first: what the output
+    check said) come from entries never written, not from the dtype: the same call again gives
+    other values there or none (torch.empty held leftovers: the check's own run found right
+    values, often the previous call's), or NaN/inf only in the last slices of one dim with
+    everything else right. None where the NaN/inf stand as they were (an overflow)."""
+    import torch
+
+    try:
+        again = ctx.run_raw(inputs)
+        want = reference64(ctx.exercise, inputs)
+    except Exception:  # the call fails now: the message the check has says what it can
+        return None
+    dtype_name = str(dtype).replace("torch.", "")
+    tol = core_tolerance(inputs)
+    names = list(ctx.exercise.shape(inputs)[1])
+    found = diagnosis.unwritten_finding(again, want, lambda a, b: torch.allclose(a, b, **tol), names)
+    if found:
+        return f"with {dtype_name} inputs your output is {found.name}.\n  Likely mistake: {found.hint}", found.key
+    if bool(torch.isfinite(again).all()):
+        return (f"with {dtype_name} inputs, {first} Called again on the same inputs, it has none: "
+                "those entries depend on what the memory held, so they are never written.\n  "
+                "torch.empty leaves whatever the memory held: make sure your loops fill every entry.",
+                "unwritten")
+    return None
 
 
 def reference64(exercise, inputs):
