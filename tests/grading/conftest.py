@@ -29,7 +29,7 @@ def graded_class(tmp_path_factory):
         synthetic.make_attack(root, f"attack_{attack}", attack)
     mp = pytest.MonkeyPatch()
     mp.setenv(SECRET_ENV, "do-not-leak-7f3a")
-    summary, _ = settle.grade_settled(
+    summary = settle.grade_settled(
         root, lambda: Grading(root, jobs=2, budget=CLASS_BUDGET, call_timeout=CLASS_CALL_TIMEOUT))
     mp.undo()
     instructor.export(root)
@@ -55,6 +55,6 @@ def later_class(tmp_path_factory):
         folder = root / "submitted" / student / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{assignment}.ipynb")
-    summary, _ = settle.grade_settled(
+    summary = settle.grade_settled(
         root, lambda: Grading(root, jobs=2, budget=LATER_BUDGET, call_timeout=LATER_CALL_TIMEOUT))
     return root, summary

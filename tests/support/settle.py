@@ -16,18 +16,16 @@ STARVED = {}
 def starved(root):
     """[(student, assignment, reason)] of the submissions the last run left to a later run
     because the machine starved them."""
-    return [(student, assignment, entry.get("reason", ""))
-            for student, by_assignment in Status(root).data.items()
-            for assignment, entry in by_assignment.items() if entry.get("starved")]
+    return [(student, assignment, record.reason)
+            for student, assignment, record in Status(root).records() if record.starved]
 
 
 def grade_settled(root, make_grading):
     """Grade the class (make_grading(): a grader.grading.autograde.Grading), then once more
-    for the students whose notebooks the machine starved: (first run's summary, the starved
-    ones [(student, assignment, reason)])."""
+    for the students whose notebooks the machine starved (kept in STARVED); the first run's
+    summary."""
     summary = make_grading().run(progress=False)
-    left = starved(root)
-    STARVED[Path(root)] = left
+    left = STARVED[Path(root)] = starved(root)
     if left:
         make_grading().run(students=sorted({s for s, _, _ in left}), progress=False)
-    return summary, left
+    return summary

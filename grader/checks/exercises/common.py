@@ -178,25 +178,33 @@ def _unwritten_nan(ctx, inputs, first, dtype):
     other values there or none (torch.empty held leftovers: the check's own run found right
     values, often the previous call's), or NaN/inf only in the last slices of one dim with
     everything else right. None where the NaN/inf stand as they were (an overflow)."""
-    import torch
-
     try:
         again = ctx.run_raw(inputs)
         want = reference64(ctx.exercise, inputs)
     except Exception:  # the call fails now: the message the check has says what it can
         return None
-    dtype_name = str(dtype).replace("torch.", "")
-    tol = core_tolerance(inputs)
-    names = list(ctx.exercise.shape(inputs)[1])
-    found = diagnosis.unwritten_finding(again, want, lambda a, b: torch.allclose(a, b, **tol), names)
+    found = _unwritten_tail(ctx, inputs, again, want, dtype)
     if found:
-        return f"with {dtype_name} inputs your output is {found.name}.\n  Likely mistake: {found.hint}", found.key
+        return found
     if bool(torch.isfinite(again).all()):
-        return (f"with {dtype_name} inputs, {first} Called again on the same inputs, it has none: "
-                "those entries depend on what the memory held, so they are never written.\n  "
+        return (f"with {str(dtype).replace('torch.', '')} inputs, {first} Called again on the same "
+                "inputs, it has none: those entries depend on what the memory held, so they are never written.\n  "
                 "torch.empty leaves whatever the memory held: make sure your loops fill every entry.",
                 "unwritten")
     return None
+
+
+def _unwritten_tail(ctx, inputs, got, want, dtype):
+    """(message, "unwritten") where `got`, the output on `inputs` (of `dtype`; float64 on the
+    CPU here), is right but for the last slices of one dim (entries never written:
+    diagnosis.unwritten_finding), compared at the inputs' tolerance; else None."""
+    tol = core_tolerance(inputs)
+    found = diagnosis.unwritten_finding(got, want, lambda a, b: torch.allclose(a, b, **tol),
+                                        list(ctx.exercise.shape(inputs)[1]))
+    if found is None:
+        return None
+    return (f"with {str(dtype).replace('torch.', '')} inputs your output is {found.name}.\n  Likely mistake: "
+            f"{found.hint}", found.key)
 
 
 def reference64(exercise, inputs):
@@ -227,7 +235,7 @@ def _float32_inside(ctx, inputs64, out):
         return None
     if not torch.allclose(out.to(torch.float32), want.to(torch.float32),
                           **_tolerance(out.device, torch.float32)):
-        return _far_in_float64(ctx, inputs64, out, want, tol64)
+        return _far_in_float64(ctx, inputs64, out, want)
     if "scores" in inputs64:  # a softmax: an error by the same factor in each row is no rounding
         found = diagnosis.softmax_sum_finding(out, want, inputs64["scores"].detach().cpu(),
                                               lambda a, b: torch.allclose(a, b, **tol64))
@@ -242,14 +250,14 @@ def _float32_inside(ctx, inputs64, out):
             "and device=x.device.", "follows_inputs")
 
 
-def _far_in_float64(ctx, inputs64, out, want, tol64):
+def _far_in_float64(ctx, inputs64, out, want):
     """Right in float32, wrong in float64 by more than float32 rounding: not a precision. Most
     often entries never written (torch.empty's memory held the right values in one run and
     leftovers in the other), which the values diagnosis names; else the plain difference."""
-    got, names = out.detach().cpu(), list(ctx.exercise.shape(inputs64)[1])
-    found = diagnosis.unwritten_finding(got, want, lambda a, b: torch.allclose(a, b, **tol64), names)
+    got = out.detach().cpu()
+    found = _unwritten_tail(ctx, inputs64, got, want, torch.float64)
     if found:
-        return f"with float64 inputs your output is {found.name}.\n  Likely mistake: {found.hint}", found.key
+        return found
     return (f"with float64 inputs your values differ from the float64 reference by up to "
             f"{float((got - want).abs().max()):.2g}, far more than float32 rounding, although "
             "they match in float32: something in your code depends on the dtype, or on what memory "
