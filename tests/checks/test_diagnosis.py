@@ -323,7 +323,7 @@ def test_grading_refuses_shortcuts_and_inputs_changed_in_place(tmp_path):
     from grader.grading.autograde import Grading
     from grader.grading.status import Status
 
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     a = "05_scaled_attention"
     answers = {
         "shortcut": "def scaled_dot_product_attention(q, k, v, mask=None):\n"

@@ -17,7 +17,7 @@ def graded_class(tmp_path_factory):
     from support import settle, synthetic
     from grader.grading.autograde import Grading
 
-    root = synthetic.make_course(tmp_path_factory.mktemp("class"))
+    root = synthetic.make_course(tmp_path_factory.mktemp("class"), gradebook=True)
     with open(root / "nbgrader_config.py", "a") as config:  # the class's three hanging answers
         config.write(f"\nc.Execute.timeout = {CLASS_CELL_TIMEOUT}\n")  # hang in a given cell too
     for variant in [*EXPECTED, *BROKEN]:
@@ -48,7 +48,7 @@ def later_class(tmp_path_factory):
     from support.later_class import LATER_BUDGET, LATER_CALL_TIMEOUT, later_submissions
     from grader.grading.autograde import Grading
 
-    root = synthetic.make_course(tmp_path_factory.mktemp("later_class"))
+    root = synthetic.make_course(tmp_path_factory.mktemp("later_class"), gradebook=True)
     for student, assignment, edits in later_submissions():
         nb = synthetic.answered(root, assignment, assignment,
                                 edit=lambda gid, src, edits=edits: edits.get(gid, lambda s: s)(src))

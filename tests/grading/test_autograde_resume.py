@@ -51,7 +51,7 @@ def test_ctrl_c_then_a_crash_then_a_plain_rerun_grade_everything_once(tmp_path):
 
     One submission sleeps in the student's function (for an hour: its limits are set so),
     so neither run can end by itself before it is stopped, on any machine."""
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     with open(root / "nbgrader_config.py", "a") as config:
         config.write("\nc.GradingExecute.call_timeout = 3600\nc.Execute.timeout = 3600\n"
                      "c.GradingExecute.notebook_budget = 3600\n")

@@ -19,7 +19,6 @@ import pytest
 from support.classes import CLASS_ASSIGNMENT as A, CLASS_BUDGET as BUDGET
 from support.gradebook import db_scores
 from support import synthetic
-from grader.grading import layout
 from support.processes import ProcessCluster
 from grader.grading.status import Status
 
@@ -32,11 +31,8 @@ RUN_TIMEOUT = 1200  # seconds; a bound, never reached on an idle machine
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """A course whose gradebook knows the assignments (nbgrader generate_assignment, about
-    a minute here), copied for each class."""
-    root = synthetic.make_course(tmp_path_factory.mktemp("dask") / "course")
-    layout.ensure_gradebook(root, layout.load_config(root))
-    return root
+    """A course whose gradebook knows the assignments, copied for each class."""
+    return synthetic.make_course(tmp_path_factory.mktemp("dask") / "course", gradebook=True)
 
 
 def make_class(course, folder, students):

@@ -18,7 +18,7 @@ A = "04_single_head"
 
 @pytest.mark.usefixtures("commands_share_the_template")
 def test_a_biased_head_is_named_in_the_feedback_as_in_jupyterlab(tmp_path):
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     biased = lambda gid, src: src.replace(", bias=False)", ")") if "class Head" in src else src
     nb = synthetic.answered(root, A, A, edit=biased)
     folder = root / "submitted" / "ada" / A

@@ -24,7 +24,6 @@ import pytest
 from support.classes import CLASS_ASSIGNMENT as A, CLASS_CALL_TIMEOUT
 from support.gradebook import db_scores
 from support import synthetic
-from grader.grading import layout
 from grader.grading.autograde import Grading
 from grader.grading.status import Status
 from grader.isolation import cgroups, isolation_available
@@ -116,10 +115,9 @@ def _grading(root, jobs):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
-    quiet = synthetic.make_course(tmp / "quiet")
+    quiet = synthetic.make_course(tmp / "quiet", gradebook=True)
     with open(quiet / "nbgrader_config.py", "a") as config:
         config.write(f"\nc.GradingExecute.wall_factor = {WALL_FACTOR}\n")
-    layout.ensure_gradebook(quiet, layout.load_config(quiet))  # once, for both courses
     synthetic.make_submission(quiet, "honest", A, "correct")
     loud = Path(shutil.copytree(quiet, tmp / "loud"))
     for student, edit in HOSTILE.items():

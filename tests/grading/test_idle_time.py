@@ -80,7 +80,7 @@ def _points(result):
 
 
 def test_a_notebook_that_sleeps_is_graded_once_with_its_early_points(tmp_path):
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     _submission(root, "sleeper", ["import time\ntime.sleep(59)"] * 13)
     [(job, result)], _ = _run(root, SLEEP_BUDGET)
     assert result.status == GRADED and not result.retry, result.reason
@@ -104,7 +104,7 @@ def test_a_notebook_that_sleeps_is_graded_once_with_its_early_points(tmp_path):
 
 
 def test_a_starved_notebook_needs_attention_once_then_is_graded_on_its_ceiling(tmp_path):
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     with open(root / "nbgrader_config.py", "a") as f:
         f.write("\n# the machine starves the sandbox while a cell marked '# starved' runs\n"
                 "c.Autograde.autograde_preprocessors = [\n"

@@ -109,7 +109,7 @@ def test_grades_csv_and_the_report_take_mistakes_and_flags_from_the_status_file(
     from support import synthetic
     from grader.grading import layout
 
-    root = synthetic.make_course(tmp_path)
+    root = synthetic.make_course(tmp_path, gradebook=True)
     config = layout.load_config(root)
     layout.ensure_gradebook(root, config)
     with Gradebook(layout.db_url(root)) as gb:
@@ -139,7 +139,7 @@ def test_the_merge_writes_the_workers_penalty_and_recomputes_it_only_for_a_score
     from grader.grading.autograde import Grading
     from support import synthetic
 
-    root = synthetic.make_course(tmp_path)
+    root = synthetic.make_course(tmp_path, gradebook=True)
     config = layout.load_config(root)
     layout.ensure_gradebook(root, config)
     due = datetime.datetime(2025, 10, 1, 17, 0)

@@ -61,7 +61,7 @@ def test_an_unchanged_submission_is_skipped_without_reading_its_files(tmp_path, 
     from support import synthetic
 
     A = "05_scaled_attention"
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     synthetic.make_submission(root, "ada", A, "correct")
     grading = autograde.Grading(root)
     (_, _, _, fp), = grading.plan()[0]

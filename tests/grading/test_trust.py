@@ -119,7 +119,7 @@ def test_links_fifos_and_devices_in_a_submission_are_refused_before_reading(tmp_
 
 def test_victims_graded_right_after_attackers_in_one_worker_keep_their_grades(tmp_path):
     """JOBS=1: each attacker is followed by an honest student in the same worker."""
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     order = []
     for i, attack in enumerate(["daemon", "raise_own_points", "forge_pipes"]):
         synthetic.make_attack(root, f"a{i}_{attack}", attack)
@@ -143,7 +143,7 @@ ONE_PATH = {"correct": ("variant", "correct"), "wrong": ("variant", "softmax_wro
 def _one_path_course(path):
     from grader.grading.layout import add_students, ensure_gradebook, load_config
 
-    root = synthetic.make_course(path)
+    root = synthetic.make_course(path, gradebook=True)
     make = {"variant": lambda s, v: synthetic.make_submission(root, s, A, v),
             "attack": lambda s, v: synthetic.make_attack(root, s, v),
             "honest": lambda s, v: synthetic.make_honest(root, s, v)}

@@ -121,7 +121,7 @@ def course(tmp_path_factory):
     from support import synthetic
     from grader.grading import layout
 
-    root = synthetic.make_course(tmp_path_factory.mktemp("late"))
+    root = synthetic.make_course(tmp_path_factory.mktemp("late"), gradebook=True)
     layout.ensure_gradebook(root, layout.load_config(root))
     return root
 

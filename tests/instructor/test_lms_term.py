@@ -85,7 +85,7 @@ def _timestamp(root, student):
 
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
-    root = synthetic.make_course(tmp_path_factory.mktemp("lms_term"))
+    root = synthetic.make_course(tmp_path_factory.mktemp("lms_term"), gradebook=True)
     config = layout.load_config(root)
     (root / "canvas_export.csv").write_text(CANVAS_EXPORT)
     roster.import_roster(root, root / "canvas_export.csv")

@@ -67,7 +67,7 @@ def _autograde_command(root, *make_args):
 
 @pytest.mark.usefixtures("commands_share_the_template")
 def test_make_autograde_regrades_one_student(tmp_path):
-    root = synthetic.make_course(tmp_path / "course")
+    root = synthetic.make_course(tmp_path / "course", gradebook=True)
     synthetic.make_submission(root, "ada", A, "correct")
     synthetic.make_submission(root, "ben", A, "stub")
     command = _autograde_command(root, "STUDENT=ada", f"ASSIGNMENT={A}")

@@ -135,13 +135,38 @@ def make_submission(root, student, assignment, variant):
     return folder
 
 
-def make_course(dest, source_root=layout.ROOT):
-    """A copy of the course (solutions, release, config) to grade in, without students."""
+def make_course(dest, source_root=layout.ROOT, gradebook=False):
+    """A copy of the course (solutions, release, config) to grade in, without students.
+    gradebook=True: with the gradebook a first grading would make (every assignment known,
+    no student), copied from the one this process made (`_course_with_gradebook`), instead
+    of each class paying for nbgrader generate_assignment again (a CPU second in a test
+    process, two in a command's)."""
     dest = Path(dest)
+    source = _course_with_gradebook(Path(source_root)) if gradebook else Path(source_root)
     for name in ("solutions", "notebooks"):
-        shutil.copytree(Path(source_root) / name, dest / name)
-    shutil.copy(Path(source_root) / "nbgrader_config.py", dest / "nbgrader_config.py")
+        shutil.copytree(source / name, dest / name)
+    shutil.copy(source / "nbgrader_config.py", dest / "nbgrader_config.py")
+    if gradebook:
+        shutil.copy(source / "gradebook.db", dest / "gradebook.db")
     return dest
+
+
+_WITH_GRADEBOOK = {}  # source course -> a copy of it whose gradebook knows every assignment
+
+
+def _course_with_gradebook(source_root):
+    """A copy of the course at source_root, in a temporary folder of this process (removed
+    when it exits), graded nothing yet: layout.ensure_gradebook has run in it once."""
+    if source_root not in _WITH_GRADEBOOK:
+        import atexit
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="course-with-gradebook-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        course = make_course(folder / "course", source_root)
+        layout.ensure_gradebook(course, layout.load_config(course))
+        _WITH_GRADEBOOK[source_root] = course
+    return _WITH_GRADEBOOK[source_root]
 
 
 # --- attacks on the grading itself (notebook 05); each is a wrong answer plus a trick ----
