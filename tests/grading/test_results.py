@@ -110,14 +110,13 @@ def test_grades_csv_and_the_report_take_mistakes_and_flags_from_the_status_file(
     from grader.grading import layout
 
     root = synthetic.make_course(tmp_path, gradebook=True)
-    config = layout.load_config(root)
-    layout.ensure_gradebook(root, config)
     with Gradebook(layout.db_url(root)) as gb:
         gb.update_or_create_assignment(A, duedate=datetime.datetime(2025, 10, 1, 17, 0))
         gb.update_or_create_student("ada")
         gb.update_or_create_submission(A, "ada", timestamp=datetime.datetime(2025, 10, 1, 12, 0))
     Status(root).set("ada", A, Record("graded", "fp1", 1.0, 4.0, notebooks={A: _checks(True)}).to_json())
-    row = next(r for r in report.gather(root, config).rows if (r.student, r.assignment) == ("ada", A))
+    rows = report.gather(root, layout.load_config(root)).rows
+    row = next(r for r in rows if (r.student, r.assignment) == ("ada", A))
     assert row.mistakes == {f"{A}/test_softmax_rows": "softmax over the wrong dimension"}
     assert row.flags[:2] == [f"{A}: ran out of its time budget", f"{A}: cell 4, line 2: getattr with a built name"]
     written = report.export(root, quiet=True)
@@ -140,8 +139,6 @@ def test_the_merge_writes_the_workers_penalty_and_recomputes_it_only_for_a_score
     from support import synthetic
 
     root = synthetic.make_course(tmp_path, gradebook=True)
-    config = layout.load_config(root)
-    layout.ensure_gradebook(root, config)
     due = datetime.datetime(2025, 10, 1, 17, 0)
     with Gradebook(layout.db_url(root)) as gb:
         gb.update_or_create_assignment(A, duedate=due)

@@ -141,7 +141,7 @@ ONE_PATH = {"correct": ("variant", "correct"), "wrong": ("variant", "softmax_wro
 
 
 def _one_path_course(path):
-    from grader.grading.layout import add_students, ensure_gradebook, load_config
+    from grader.grading.layout import add_students, load_config
 
     root = synthetic.make_course(path, gradebook=True)
     make = {"variant": lambda s, v: synthetic.make_submission(root, s, A, v),
@@ -149,9 +149,7 @@ def _one_path_course(path):
             "honest": lambda s, v: synthetic.make_honest(root, s, v)}
     for student, (kind, variant) in ONE_PATH.items():
         make[kind](student, variant)
-    config = load_config(root)
-    ensure_gradebook(root, config)
-    add_students(root, config, sorted(ONE_PATH))
+    add_students(root, load_config(root), sorted(ONE_PATH))
     return root
 
 

@@ -119,11 +119,8 @@ def test_an_extensions_file_that_cannot_be_used_is_refused_with_the_rows_named(t
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     from support import synthetic
-    from grader.grading import layout
 
-    root = synthetic.make_course(tmp_path_factory.mktemp("late"), gradebook=True)
-    layout.ensure_gradebook(root, layout.load_config(root))
-    return root
+    return synthetic.make_course(tmp_path_factory.mktemp("late"), gradebook=True)
 
 
 def _submission(root, student, late_by):
