@@ -1,5 +1,6 @@
 """Synthetic submissions, built from the release and the solutions, for the pipeline's
 tests and benchmark. Each variant is a student's notebook with one thing changed."""
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -151,22 +152,18 @@ def make_course(dest, source_root=layout.ROOT, gradebook=False):
     return dest
 
 
-_WITH_GRADEBOOK = {}  # source course -> a copy of it whose gradebook knows every assignment
-
-
+@functools.cache
 def _course_with_gradebook(source_root):
-    """A copy of the course at source_root, in a temporary folder of this process (removed
-    when it exits), graded nothing yet: layout.ensure_gradebook has run in it once."""
-    if source_root not in _WITH_GRADEBOOK:
-        import atexit
-        import tempfile
+    """A copy of the course at source_root, made once per process in a temporary folder
+    (removed when it exits), graded nothing yet: layout.ensure_gradebook has run in it."""
+    import atexit
+    import tempfile
 
-        folder = Path(tempfile.mkdtemp(prefix="course-with-gradebook-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        course = make_course(folder / "course", source_root)
-        layout.ensure_gradebook(course, layout.load_config(course))
-        _WITH_GRADEBOOK[source_root] = course
-    return _WITH_GRADEBOOK[source_root]
+    folder = Path(tempfile.mkdtemp(prefix="course-with-gradebook-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    course = make_course(folder / "course", source_root)
+    layout.ensure_gradebook(course, layout.load_config(course))
+    return course
 
 
 # --- attacks on the grading itself (notebook 05); each is a wrong answer plus a trick ----

@@ -161,7 +161,7 @@ def _follows_inputs(ctx):
         first, _, rest = problem.partition("\n")
         hint = "" if "dtype=" in rest else ("\n  Create new tensors with dtype=x.dtype and device=x.device, and move "
                                             "those you are given: .to(x.device, x.dtype).")
-        return (f"with {str(other).replace('torch.', '')} inputs, {first}" + (f"\n{rest}" if rest else "")
+        return (f"{_with_inputs(other)}, {first}" + (f"\n{rest}" if rest else "")
                 + hint, "follows_inputs")
     if other == torch.float64:
         problem = _float32_inside(ctx, inputs, out)
@@ -170,6 +170,11 @@ def _follows_inputs(ctx):
     meta = ctx.on_meta()
     return diagnosis.device_message(meta, ctx.facts() if ctx.facts else None,
                                     ctx.exercise.diagnosis.reads_no_values) if meta else None
+
+
+def _with_inputs(dtype):
+    """How the output check's messages name the run in another dtype: "with float64 inputs"."""
+    return f"with {str(dtype).replace('torch.', '')} inputs"
 
 
 def _unwritten_nan(ctx, inputs, first, dtype):
@@ -187,7 +192,7 @@ def _unwritten_nan(ctx, inputs, first, dtype):
     if found:
         return found
     if bool(torch.isfinite(again).all()):
-        return (f"with {str(dtype).replace('torch.', '')} inputs, {first} Called again on the same "
+        return (f"{_with_inputs(dtype)}, {first} Called again on the same "
                 "inputs, it has none: those entries depend on what the memory held, so they are never written.\n  "
                 "torch.empty leaves whatever the memory held: make sure your loops fill every entry.",
                 "unwritten")
@@ -203,7 +208,7 @@ def _unwritten_tail(ctx, inputs, got, want, dtype):
                                         list(ctx.exercise.shape(inputs)[1]))
     if found is None:
         return None
-    return (f"with {str(dtype).replace('torch.', '')} inputs your output is {found.name}.\n  Likely mistake: "
+    return (f"{_with_inputs(dtype)} your output is {found.name}.\n  Likely mistake: "
             f"{found.hint}", found.key)
 
 
