@@ -24,10 +24,9 @@ FORMGRADER_ARGS := --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/formgrad
                    --ip=$(IP) --port=$(PORT) $(ROOT_FLAG)
 PYTEST_ARGS ?=
 # Test processes: one per core, at most 8. A process more than the cores (tried first, so that
-# another keeps the cores busy while tests wait on kernels, clusters, pip or the browser) cost
-# more CPU than the waits it filled: on the 2-core machine 860 CPU s for `make test` against 798
-# with two, 30 s less wall time quiet, and 11 min 3 s against 12 min 37 s to 13 min 48 s on a
-# machine 1.7x slower, where the CPU is all there is (README, "What the suite costs").
+# it keeps the cores busy while tests wait on kernels, clusters, pip or the browser) cost more
+# CPU than the waits it filled, and minutes more on a slower machine, where the CPU is all there
+# is (the figures: README, "What the suite costs").
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 8 ? n : 8 )))
 LAB_OPTS ?=
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
