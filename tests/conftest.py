@@ -72,8 +72,11 @@ def commands_share_the_template(monkeypatch):
 
 
 # Wall seconds of the longest xdist groups and ungrouped tests in a full run on the 2-core
-# machine (`--durations`, loaded): `make test` hands them out longest first, so that the
-# workers fill the time around them with short tests instead of ending on a long one alone.
+# machine (`--durations`, loaded): the collection is sorted longest first, so that the workers
+# fill the time around them with short tests instead of ending on a long one alone. xdist then
+# hands out the groups with the most tests first (--dist loadgroup reorders its units by their
+# number of tests unless --no-loadscope-reorder is given; a stable sort): this order decides
+# among groups of as many tests, and among the single tests, which come after every group.
 # Only the order depends on these figures, never a verdict.
 LONGEST = {"bundle": 460, "graded_class": 450, "browser": 410, "dask": 390, "hostile": 215, "term": 200,
            "test_formgrader_nbgrader_and_make_autograde_grade_the_same": 170,
