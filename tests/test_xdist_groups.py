@@ -1,4 +1,4 @@
-"""`make test` runs `pytest -n <cores + 1> --dist loadgroup`: tests marked with one xdist_group must
+"""`make test` runs `pytest -n <cores, at most 8> --dist loadgroup`: tests marked with one xdist_group must
 share a worker (the browser tests share one lab server; the pipeline tests one graded
 class). Some pytest/pytest-xdist pairs silently ignore the marks; this catches that. And the
 run's header (tests/conftest.py) says how much room the temp folder has."""
