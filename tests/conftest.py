@@ -178,9 +178,28 @@ def pytest_runtest_logreport(report):
         _BROWSER["skipped"] += bool(report.skipped)
 
 
+_MACHINE = {}
+
+
+def pytest_sessionstart(session):
+    from support import machine
+
+    _MACHINE.update(busy=machine.busy_cpu_seconds(), stalls=machine.stall_seconds())
+
+
 def pytest_terminal_summary(terminalreporter):
     for figure in _FIGURES:
         terminalreporter.write_line(f"verification: {figure}")
+    if _MACHINE:
+        from support import machine
+
+        busy, stalls = machine.since(_MACHINE["busy"], _MACHINE["stalls"])
+        shown = [f"{busy:.0f} CPU s busy in all (every process, /proc/stat)"] if busy is not None else []
+        if stalls:
+            shown.append("tasks kept waiting for " + ", ".join(f"{kind} {seconds:.0f} s" for kind, seconds
+                                                             in stalls.items()) + " (/proc/pressure)")
+        if shown:
+            terminalreporter.write_line("the machine during the run: " + "; ".join(shown))
     if _CPU:
         folders = collections.Counter()
         for path, seconds in _CPU.items():

@@ -21,6 +21,7 @@ from grader.isolation import (KERNEL_NAME, PROVISIONER_NAME, IsolationUnavailabl
                               SandboxError, isolation_available, sandbox_settings)
 from grader.isolation import namespaces
 from grader.isolation.stub import stub_files
+from support import machine
 from support.paths import ROOT
 
 MiB, GiB = 2**20, 2**30
@@ -540,9 +541,11 @@ def test_release_notebooks_imports_work_in_the_sandbox(kernel):
         assert status == "ok" and err == "", (path.name, reply)
 
 
-def test_nbclient_runs_a_notebook_in_the_sandbox(tmp_path):
+def test_nbclient_runs_a_notebook_in_the_sandbox(tmp_path, record_property):
     """A solution notebook, its test cells left out (they run outside while grading),
-    executed by nbclient with kernel_name: no errors, nothing on stderr."""
+    executed by nbclient with kernel_name: no errors, nothing on stderr. Where a step took
+    long (a quiet run takes about 2 s in all; one run in a loaded full suite took 122 s,
+    passing), the run's summary says which (a `verification:` line), the verdict unchanged."""
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
@@ -552,12 +555,28 @@ def test_nbclient_runs_a_notebook_in_the_sandbox(tmp_path):
     client = NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=120,
                             resources={"metadata": {"path": str(tmp_path)}},
                             config=sandbox_settings(**LIMITS))
+    steps, last, stalled = {}, time.monotonic(), machine.stall_seconds()
+
+    def step(name):
+        nonlocal last
+        steps[name], last = time.monotonic() - last, time.monotonic()
+
     with client.setup_kernel():
+        step("kernel start")
         try:
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
+                step(f"cell {index}")
         except DeadKernelError:
             pytest.fail(f"the kernel died; it wrote:\n{client.km.provisioner.kernel_output()}")
+    step("kernel shutdown")
+    slowest = max(steps, key=steps.get)
+    if steps[slowest] > 20:  # what a stall looked like, for the next one to say where it was
+        stalled = {k: round(v, 1) for k, v in machine.since(None, stalled)[1].items()}
+        timings = nb.cells[int(slowest.split()[1])].metadata.get("execution") if slowest.startswith("cell") else "-"
+        record_property("figure", f"nbclient in the sandbox: {slowest} took {steps[slowest]:.0f} s (all steps "
+                                  f"{sum(steps.values()):.0f} s; nbclient's timings: {timings}; seconds the "
+                                  f"machine's tasks were stalled meanwhile, /proc/pressure: {stalled})")
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert [o for o in outputs if o.output_type == "error"] == []
     assert [o.text for o in outputs if o.output_type == "stream" and o.name == "stderr"] == []
