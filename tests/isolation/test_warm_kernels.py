@@ -143,24 +143,26 @@ def test_a_notebook_gives_the_same_outputs_warm_and_cold(tmp_path):
 
 def test_kernels_start_cold_where_no_template_can_be_made(tmp_path, monkeypatch):
     """A template that cannot import what it needs: kernels start cold, and the reason
-    is logged and given by `python -m grader.isolation check`."""
+    is logged and given by `python -m grader.isolation check`. This process's own template
+    is set aside meanwhile, not stopped: the tests after this one fork from it still (a
+    template costs about 3 CPU s to start)."""
     from grader.isolation.__main__ import warm_kernels
 
     broken = tmp_path / "broken_template.py"
     broken.write_text("import this_module_does_not_exist\n")
-    template.close_shared()
+    monkeypatch.setitem(template._SHARED, "template", None)  # as if none were started yet;
+    monkeypatch.setitem(template._SHARED, "reason", None)  # both put back when the test ends
+    monkeypatch.delenv(template.ENV, raising=False)  # nor one offered to attach to
     monkeypatch.setattr(template, "SERVER", broken)
+    line = warm_kernels()
+    assert "NOT available" in line and "this_module_does_not_exist" in line
+    assert template.shared() == (None, template._SHARED["reason"])  # not tried again
+    km, kc = start(tmp_path)
     try:
-        line = warm_kernels()
-        assert "NOT available" in line and "this_module_does_not_exist" in line
-        km, kc = start(tmp_path)
-        try:
-            assert not km.provisioner.warm_started
-            assert probe(kc, "import torch\nresult = float(torch.ones(2).sum())") == 2.0
-        finally:
-            stop(km, kc)
+        assert not km.provisioner.warm_started
+        assert probe(kc, "import torch\nresult = float(torch.ones(2).sum())") == 2.0
     finally:
-        template.close_shared()
+        stop(km, kc)
 
 
 def after_the_templates_imports(code, *args):
@@ -180,11 +182,21 @@ def after_the_templates_imports(code, *args):
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp_path):
+@pytest.fixture(scope="module")
+def after_warm_imports():
+    """One fresh Python (about 3 CPU s) for the two tests below: the modules it holds once it
+    has imported what the template imports ("warm"), then what the checks' meta probe
+    answers and imports after those (META_PROBE)."""
+    from grader.grading import channel
+
+    return after_the_templates_imports("warm = sorted(sys.modules)\n" + META_PROBE, channel.STUDENT_CALL)
+
+
+def test_a_warm_kernel_starts_without_importing_what_the_template_could_have(tmp_path, after_warm_imports):
     """A kernel's start imports its debugger, shell and event loop (about 150 modules, a
     third of a second): the template has them, so a forked kernel imports only the few
     modules that must bind to its own shell."""
-    warm = set(after_the_templates_imports("print(json.dumps(sorted(sys.modules)))"))
+    warm = set(after_warm_imports["warm"])
     km, kc = start(tmp_path)
     try:
         assert km.provisioner.warm_started, template.shared()[1]
@@ -208,18 +220,16 @@ def attend(q, k, v):
     return torch.softmax(q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5, dim=-1) @ v
 args = [torch.randn(2, 5, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 4)]
 answer = channel.execute_on_meta(attend, {"kind": "function", "args": args})
-print(json.dumps({"answer": answer, "new": sorted(set(sys.modules) - before)}))
+print(json.dumps({"warm": warm, "answer": answer, "new": sorted(set(sys.modules) - before)}))
 """
 
 
-def test_the_checks_meta_probe_imports_nothing_heavy_after_the_templates_imports():
+def test_the_checks_meta_probe_imports_nothing_heavy_after_the_templates_imports(after_warm_imports):
     """Each graded notebook's checks run the student's code once on the meta device (in the
     kernel, grader/checks/student_call.py); its first operation under a dispatch mode imports
     torch's compiler package (about 1.8 s of CPU). The template has imported it, so the probe
     in a forked kernel imports (almost) nothing."""
-    from grader.grading import channel
-
-    result = after_the_templates_imports(META_PROBE, channel.STUDENT_CALL)
+    result = after_warm_imports
     assert result["answer"] == {"device": "meta", "dtype": "torch.float32", "shape": [2, 5, 4]}, result
     assert len(result["new"]) < 10 and not [m for m in result["new"] if m.startswith("torch._dynamo")], result["new"]
 
