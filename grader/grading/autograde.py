@@ -64,7 +64,7 @@ KERNEL_RETRY_WAIT = 5  # seconds, growing with each try
 # instead of importing them itself (several seconds each, paid again by every worker).
 WORKER_PRELOAD = ("torch", "nbgrader.apps", "grader.grading.autograde", "grader.grading.submission",
                   "grader.grading.execute", "grader.checks.exercises", "grader.isolation.provisioner",
-                  "grader.isolation.template")
+                  "grader.isolation.template", "grader.grading.freeze")
 DASK_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                "distributed.scheduler.worker-saturation": 1.0,
                "distributed.worker.daemon": False,

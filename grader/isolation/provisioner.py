@@ -103,6 +103,7 @@ class SandboxProvisioner(LocalProvisioner):
     setup_seconds = None  # from launch to a built sandbox (namespaces, mounts, copies)
     ready_seconds = None  # from launch to the kernel's sockets, sealed
     kernel_cwd = None  # the kernel's working folder, as the kernel sees it
+    _owns_connection_file = False  # km.connection_file is rundir/client.json, set here
     output = ""
 
     def limits(self):
@@ -139,6 +140,12 @@ class SandboxProvisioner(LocalProvisioner):
         # so that clients keep working across restarts.
         km.transport = "ipc"
         km.ip = str(self.rundir / "ipc" / ns.IPC_NAME)
+        # A bare KernelManager (nbclient's, a grading worker's) writes the client's connection
+        # file, the kernel's key in it, to the temp folder, where it stays when the client is
+        # killed: it is written in the sandbox's folder instead, removed with it.
+        if not km.connection_file or self._owns_connection_file:
+            km.connection_file = str(self.rundir / "client.json")
+            self._owns_connection_file = True
         workdir = self.workdir or kwargs.get("cwd")
         kwargs = await super().pre_launch(**kwargs)
         cmd = kwargs.pop("cmd")

@@ -19,6 +19,7 @@ closed it, or is gone); its launchers then end their sandboxes, as when a client
 template its owner shares (template.ENV) serves several processes: each launcher also ends its
 sandbox when the process that asked for it (the spec's client_pid) is gone.
 """
+import gc
 import os
 import select
 import signal
@@ -232,6 +233,13 @@ def main(path):
     if torch.cuda.is_initialized():  # asks, never initialises
         print("unfit: CUDA was initialised by the imports (a fork cannot carry it)", flush=True)
         return 1
+    # What the imports made lives as long as the template and every kernel it forks: out of
+    # the collector's sight (gc.freeze, as Python advises before forking without exec), a
+    # kernel's full collections never walk it nor copy the pages it lies on (measured: a
+    # forked kernel's first full collection, which IPython runs when the kernel shuts down
+    # gracefully, 0.2 CPU s before, 0.01 after)
+    gc.collect()
+    gc.freeze()
     try:
         serve(path)
     finally:

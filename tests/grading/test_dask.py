@@ -219,6 +219,7 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
     from grader.isolation import template
 
     def facts(dask_worker):
+        import gc
         import os
         import sys
 
@@ -226,6 +227,8 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
         import torch
         return {"probe": os.environ.get("COURSE_RUN_PROBE"), "threads": torch.get_num_threads(),
                 "preloaded": all(m in sys.modules for m in autograde.WORKER_PRELOAD),
+                # what the preload made, out of the collector's sight (grader.grading.freeze)
+                "frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects()),
                 "parent": " ".join(psutil.Process().parent().cmdline()),
                 "template": os.environ.get(template.ENV),
                 # what only a dashboard shows (autograde.DASK_CONFIG): no profiler sampling the
@@ -251,6 +254,7 @@ def test_embedded_workers_start_warm_with_the_environment_and_threads_of_the_run
             assert worker["probe"] == probe
             assert worker["threads"] == threads
             assert worker["preloaded"]
+            assert worker["frozen"] > 10 * worker["tracked"], worker
             assert "forkserver" in worker["parent"]
             assert worker["template"] == str(template.shared()[0].socket)
             assert worker["sampling"] == [] and worker["tick_ms"] >= 1000

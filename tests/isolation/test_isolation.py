@@ -476,11 +476,13 @@ def test_sandbox_dies_with_its_client(tmp_path):
         kc.start_channels()
         kc.wait_for_ready(timeout=120)
         kc.execute_interactive("import subprocess; subprocess.Popen(['sh', '-c', '(sleep {marker} &) &'])")
-        print("init", km.provisioner.init_pid, km.provisioner.rundir, flush=True)
+        print("init", km.provisioner.init_pid, km.provisioner.rundir, km.connection_file, flush=True)
         os._exit(0)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    init_pid, rundir = proc.stdout.rsplit("init ", 1)[1].split()
+    init_pid, rundir, connection_file = proc.stdout.rsplit("init ", 1)[1].split()
+    # the client's connection file (the kernel's key) is the sandbox's, not left in the temp folder
+    assert Path(connection_file).parent == Path(rundir)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and (f"sleep {marker}" in host_processes()
                                            or Path(f"/proc/{init_pid}/cmdline").exists()

@@ -43,8 +43,9 @@ def stop(km, kc):
 
 
 STATE = """
-    import random, numpy, torch, notebook_helpers
+    import gc, random, numpy, torch, notebook_helpers
     result = {"marked": hasattr(torch, "_left_by_a_kernel") or hasattr(numpy, "_left_by_a_kernel"),
+              "frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects()),
               "helpers": getattr(notebook_helpers, "shared", None),
               "random": random.random(), "numpy": float(numpy.random.random()),
               "torch_seed": torch.initial_seed(), "torch": torch.rand(1).item()}
@@ -76,6 +77,10 @@ def test_kernels_share_no_state_and_draw_fresh_random_numbers(tmp_path):
     finally:
         stop(km, kc)
     assert len({first["torch_seed"], second["torch_seed"], cold["torch_seed"]}) == 3
+    # what the template imported is out of the collector's sight in a warm kernel (gc.freeze:
+    # its full collections walk only the kernel's own objects), as nothing is in a cold one
+    assert first["frozen"] > 10 * first["tracked"] and second["frozen"] == first["frozen"], (first, second)
+    assert cold["frozen"] == 0
 
 
 def test_the_template_is_out_of_reach_and_single_threaded(tmp_path):
