@@ -214,6 +214,14 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"browser tests: {_BROWSER['tests']} run, {_BROWSER['skipped']} skipped, "
             f"{_BROWSER['seconds']:.0f} s in all (lab server and Chromium included)")
+    if not hasattr(terminalreporter.config, "workerinput"):  # the run's own process, its tests done
+        from support.processes import stop_left_running
+
+        left = stop_left_running(str(terminalreporter.config._tmp_path_factory.getbasetemp()))
+        if left:
+            terminalreporter.write_line(
+                f"processes the tests left running, stopped now: {len(left)}: "
+                + "; ".join(f"pid {pid}: {command[:200]}" for pid, command in left), red=True)
 
 
 SHARED = "(servers kept by a test process: kernel template, worker forkserver)"

@@ -157,7 +157,6 @@ def test_a_worker_killed_while_it_tries_a_kernel_leaves_no_folder_behind(tmp_pat
     to the next process's sweep, not in the temp folder for good."""
     import json
     import os
-    import signal
     import subprocess
     import sys
     import tempfile
@@ -165,6 +164,7 @@ def test_a_worker_killed_while_it_tries_a_kernel_leaves_no_folder_behind(tmp_pat
 
     from grader.grading import submission
     from support.paths import ROOT
+    from support.processes import kill_tree
 
     spec = tmp_path / "jupyter" / "kernels" / "hang"
     spec.mkdir(parents=True)
@@ -184,7 +184,10 @@ def test_a_worker_killed_while_it_tries_a_kernel_leaves_no_folder_behind(tmp_pat
             assert proc.poll() is None and time.monotonic() < deadline, "the worker never tried its kernel"
             time.sleep(0.1)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the worker and the kernel it started
+        # the worker and the kernel it started: jupyter_client starts a kernel in a session of
+        # its own, which the worker's process group does not reach (left alone, it would
+        # sleep on after the suite)
+        kill_tree(proc.pid)
         proc.wait()
     assert list(temp.glob(f"{submission.SCRATCH_PREFIX}*/worker-check-*"))  # left behind by the kill
     monkeypatch.setattr(tempfile, "tempdir", str(temp))

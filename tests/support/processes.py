@@ -153,3 +153,26 @@ class ProcessCluster:
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+def stop_left_running(marker, wait=10.0):
+    """The processes still running whose command line names `marker` (the suite's temp
+    folder: a kernel's connection file, a command's course folder), once they have had `wait`
+    seconds to end: each is killed with what it started, and [(pid, command line)] returned,
+    so that a test that leaves a process behind is named, not found later by chance."""
+    import psutil
+
+    own = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    deadline = time.monotonic() + wait
+    while True:
+        left = []
+        for proc in psutil.process_iter(["cmdline"]):
+            args = proc.info["cmdline"] or ()
+            if proc.pid not in own and any(marker in arg for arg in args):
+                left.append((proc.pid, " ".join(args)))
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    for pid, _ in left:
+        kill_tree(pid)
+    return left
