@@ -1,5 +1,6 @@
 import collections
 import gc
+import importlib.util
 import os
 import resource
 import shutil
@@ -214,7 +215,9 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"browser tests: {_BROWSER['tests']} run, {_BROWSER['skipped']} skipped, "
             f"{_BROWSER['seconds']:.0f} s in all (lab server and Chromium included)")
-    if not hasattr(terminalreporter.config, "workerinput"):  # the run's own process, its tests done
+    # the run's own process, its tests done; where psutil is installed (not in the bare
+    # environment of the GPU tests: tests/checks/test_gpu_check.py)
+    if not hasattr(terminalreporter.config, "workerinput") and importlib.util.find_spec("psutil"):
         from support.processes import stop_left_running
 
         left = stop_left_running(str(terminalreporter.config._tmp_path_factory.getbasetemp()))
