@@ -6,7 +6,8 @@ started from this environment, as an instructor would start them on a cluster's 
 
 The tests use it to kill a worker or the scheduler in the middle of a run, and the
 benchmark to grade through an external scheduler. Every process it starts (and every
-process those start: kernels) is stopped when the block ends.
+process those start: kernels) is stopped when the block ends. Also here: kill_tree, and
+stop_left_running, with which `make test` names and stops what its tests left running.
 """
 import os
 import shutil
