@@ -11,6 +11,8 @@ and analysed (grader.checks.naming) so the message can name the likely one
 
 run_check raises; evaluate returns the check's Outcome as data (the grading process).
 """
+import sys
+
 import torch
 
 from grader.checks import diagnosis, shortcuts
@@ -117,8 +119,10 @@ def _passed(case, graded, quiet):
             "yourself.",) if case.used else ()
     if not quiet:
         mark = "\u26a0" if case.used else "\u2713"  # passes here, but not in a graded run
-        print(f"{mark} {case.label}" + "".join(f"\n  {note}" for note in notes)
-              + "".join(f"\n\u2717 {note}" for note in zero))
+        # one write, newline included: print() writes its end apart, and a kernel's output
+        # thread that flushes between the two splits the line into two outputs
+        sys.stdout.write(f"{mark} {case.label}" + "".join(f"\n  {note}" for note in notes)
+                         + "".join(f"\n\u2717 {note}" for note in zero) + "\n")
     return CheckResult(case.label, notes + zero)
 
 

@@ -35,11 +35,13 @@ RUNNER = '''
 import json, sys
 import nbformat
 from nbclient import NotebookClient
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 path = sys.argv[1]
 nb = nbformat.read(path, as_version=4)
 NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                resources={"metadata": {"path": sys.argv[2]}}).execute()
+CoalesceStreamsPreprocessor().preprocess(nb, {})  # a print the kernel flushed in two pieces, as one
 shown = [[o.get("text", "") or o.get("evalue", "") or o.get("data", {}).get("text/plain", "")
           for o in cell.get("outputs", [])] for cell in nb.cells]
 print(json.dumps(shown))
