@@ -842,28 +842,33 @@ def _watched(student, args, watch):
             raise CallRefused(key, f"it made a tensor of shape {shape} ({numel} numbers, aten.{name}); {why}")
         if seen["strip"]:
             shape, name = seen["strip"]
+            queries = "one query" if min(shape[-2:]) == 1 else "one tile of queries"
             if name in ("slice", "select", "narrow", "as_strided"):  # a view: something over all keys exists
                 raise CallRefused(
                     "tile_strip", f"it cut a tensor of shape {shape} (aten.{name}) out of a larger one: a strip of "
-                    f"one tile of queries against {max(shape[-2:])} keys, so something made for the whole "
+                    f"{queries} against {max(shape[-2:])} keys, so something made for the whole "
                     "sequence exists (a mask or scores over all T positions?). Make what a tile needs from that "
                     f"tile's positions alone, at most tile_size={watch['tile_size']} keys at a time.")
             raise CallRefused(
-                "tile_strip", f"it made a tensor of shape {shape} (aten.{name}): that is a strip of one tile of "
-                f"queries against {max(shape[-2:])} keys at once. Tile the keys too, at most "
+                "tile_strip", f"it made a tensor of shape {shape} (aten.{name}): that is a strip of {queries} "
+                f"against {max(shape[-2:])} keys at once. Tile the keys too, at most "
                 f"tile_size={watch['tile_size']} at a time, combined with a running max and sum.")
     return out
 
 
 def _is_strip(t, watch):
     """A floating tensor whose last two dims are a tile of queries (2..tile_size, and not
-    head_size or a leading size) and more keys than a tile (tile_size + 1..T), either way round."""
+    head_size or a leading size) and more keys than a tile (tile_size + 1..T), either way round;
+    or one query against more keys than a tile and fewer than T (a query row by row against the
+    keys before it, no key tiles: a per-query column of all T queries, a running maximum kept
+    for every query, has T)."""
     if t.dim() < 2 or not t.is_floating_point():
         return False
     tile, T = watch["tile_size"], watch["T"]
     other = {1, watch["head_size"], *watch.get("leading", ())}
     a, b = t.shape[-2:]
-    return any(tile < keys <= T and 2 <= rows <= tile and rows not in other
+    return any((tile < keys <= T and 2 <= rows <= tile and rows not in other)
+               or (rows == 1 and tile < keys < T and keys not in other)
                for rows, keys in ((a, b), (b, a)))
 
 
