@@ -52,6 +52,14 @@ from grader.grading.status import Status, fingerprint, grading_inputs, quick_sig
 from grader.grading.submission import (Job, Refused, Settings, SubmissionResult, held_temp_folder,
                                       read_submission, scratch_folder)
 
+# Run as `python -m grader.grading.autograde`, this module is the main one; multiprocessing
+# runs it again as __mp_main__ in each embedded worker it starts from the forkserver, which
+# has imported it already (WORKER_PRELOAD), and runpy then warns that it was imported before
+# it ran, once per worker. Running it again only defines what is defined (its main() is
+# guarded): the warning is noise in every instructor's run. The forkserver imports this
+# module, so its workers inherit the filter.
+warnings.filterwarnings("ignore", category=RuntimeWarning,
+                        message=r"'grader\.grading\.autograde' found in sys\.modules after import of package")
 WORKER_MEMORY = "6GiB"  # per Dask worker process (the kernel it starts has its own limits)
 ALLOWED_FAILURES = 1  # workers a submission may kill (it is retried once) before it needs attention
 IN_FLIGHT_PER_THREAD = 2  # tasks handed to the scheduler per worker thread; the rest wait here
