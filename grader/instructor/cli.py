@@ -14,6 +14,8 @@
 
 The work is done in grader.instructor's lms (LMS downloads), submission_times, roster,
 extensions, late (late policy) and report (grades.csv, grades_canvas.csv, the grade report).
+A names one assignment or several separated by spaces ("01_bag_of_words 05_scaled_attention"),
+as `make release` takes them; an LMS download holds one.
 """
 import argparse
 import os
@@ -56,10 +58,14 @@ def setup_exchange(root, owner=None):
 
 
 def _chosen(root, assignment):
+    """The assignments ASSIGNMENT names (one, or several separated by spaces, as `make release`
+    takes them), every one there is where it names none."""
     names = layout.assignments(root)
-    if assignment and assignment not in names:
-        raise SystemExit(f"unknown assignment {assignment!r}: use one of {', '.join(names)}")
-    return [assignment] if assignment else names
+    chosen = (assignment or "").split()
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        raise SystemExit(f"unknown assignment {unknown[0]!r}: use one of {', '.join(names)}")
+    return chosen or names
 
 
 def release_exchange(root, assignment=None, force=False):
@@ -168,10 +174,16 @@ def feedback(root, assignment=None, student=None, force=False, jobs=None, schedu
 
 def release_feedback(root, assignment=None):
     """nbgrader release_feedback: students on the exchange route get it with fetch_feedback."""
+    from grader.instructor import feedback as pages_of
+
     root = Path(root)
     ensure_exchange(root)
     api = _api(root)
-    for name in _chosen(root, assignment):
+    names = _chosen(root, assignment)
+    withdrawn = [w for name in (names if assignment else [None]) for w in pages_of.withdraw_stale(root, name)]
+    for line in pages_of.withdrawn_lines(withdrawn):
+        print(line)
+    for name in names:
         pages = list((root / "feedback").glob(f"*/{name}/*.html"))
         if not pages:
             continue
@@ -210,7 +222,8 @@ def main(argv=None):
     parser.add_argument("csv", nargs="?", help="roster, extensions: the CSV file")
     parser.add_argument("--zip", default=None)
     parser.add_argument("--times", default=None, help="collect --zip: the LMS's submission times (CSV)")
-    parser.add_argument("--assignment", default=None)
+    parser.add_argument("--assignment", default=None,
+                        help="one assignment, or several separated by spaces (an LMS download: one)")
     parser.add_argument("--student", default=None, help="feedback: only this student's")
     parser.add_argument("--force", action="store_true",
                         help="release-exchange: replace a released assignment; feedback: make every page again")
@@ -239,11 +252,13 @@ def main(argv=None):
             raise SystemExit("extensions needs a CSV file: make extensions CSV=extensions.csv")
         import_extensions(args.root, args.csv)
     elif args.command == "collect":
+        if args.zip and len((assignment or "").split()) > 1:
+            raise SystemExit("an LMS download holds one assignment: give one name (make collect ZIP=... ASSIGNMENT=...)")
         collect(args.root, args.zip or None, assignment, args.times or None)
     elif args.command == "feedback":
-        if assignment:
-            _chosen(args.root, assignment)  # an unknown name stops here, with the names there are
-        feedback(args.root, assignment, args.student or None, args.force, args.jobs, args.scheduler, args.memory)
+        # an unknown name stops here, with the names there are; several are made one after another
+        for name in (_chosen(args.root, assignment) if assignment else [None]):
+            feedback(args.root, name, args.student or None, args.force, args.jobs, args.scheduler, args.memory)
     elif args.command == "release-feedback":
         release_feedback(args.root, assignment)
     else:

@@ -13,7 +13,11 @@ score and extra credit, comments, late penalty), the student's extension, the co
 configuration, and the code that makes a page (FEEDBACK_CODE: the course's feedback
 preprocessors and late policy, nbgrader's and nbconvert's versions); a change elsewhere in
 the grader makes no page again. A submission whose fingerprint matches the one its
-pages were made from (feedback/.status.json) and whose pages are there is skipped.
+pages were made from (feedback/.status.json) and whose pages are there is skipped. Pages of a
+submission that is no longer graded (it needs attention now, so grading left it no grades,
+or its student left the gradebook) are withdrawn from feedback/ and named, here and before
+`make release-feedback` releases the folder: a student never gets a page for a grade that
+is gone.
 
 The rest go, in batches of one assignment's submissions, to the same kind of Dask cluster
 as `make autograde` (embedded, `JOBS` workers, or `SCHEDULER`'s): a batch carries the
@@ -264,10 +268,83 @@ def _replace(dst, files):
     _replace_dir(dst, files)
 
 
+@dataclass(frozen=True)
+class Withdrawn:
+    """Pages taken out of feedback/: their submission is no longer graded."""
+    student: str
+    assignment: str
+    reason: str
+
+
+NOT_GRADED = "not graded now (make autograde left it no grades: its summary and the report say why)"
+NOT_A_STUDENT = "the student is no longer in the gradebook"
+
+
+def withdraw_stale(root, assignment=None, student=None, graded=None):
+    """Take out of feedback/ the pages of every submission of the selection that has none
+    of its own now: its student is not in the gradebook, or it has no grades there or no
+    autograded notebook (make autograde removes both for a submission that needs
+    attention). graded: {(student, assignment)} already read, else read here. Returns
+    [Withdrawn]; their entries in feedback/.status.json go with them, and their copies in the
+    exchange where make release-feedback had released them (fetch_feedback finds none)."""
+    from nbgrader.api import Gradebook, Student
+
+    root = Path(root)
+    base = root / "feedback"
+    folders = [f for s in sorted(base.iterdir()) if s.is_dir() and student in (None, s.name)
+               for f in sorted(s.iterdir()) if f.is_dir() and assignment in (None, f.name)] if base.is_dir() else []
+    if not folders:
+        return []
+    config = layout.load_config(root)
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+        students = {row[0] for row in gb.db.query(Student.id)}
+        if graded is None:
+            graded = {(sub.student, sub.assignment) for sub in scores.read(gb.db, assignment, student)
+                      if (root / "autograded" / sub.student / sub.assignment).is_dir()}
+    status = FeedbackStatus(root)
+    released = Path(config.Exchange.root) / config.CourseDirectory.course_id / "feedback"
+    withdrawn = []
+    for folder in folders:
+        s, a = folder.parent.name, folder.name
+        if (s, a) in graded:
+            continue
+        for name in _released_names(folder):  # taken back from the exchange too, where it was released
+            (released / name).unlink(missing_ok=True)
+        shutil.rmtree(folder)
+        if not any(folder.parent.iterdir()):
+            folder.parent.rmdir()
+        status.drop(s, a)
+        withdrawn.append(Withdrawn(s, a, NOT_GRADED if s in students else NOT_A_STUDENT))
+    if withdrawn:
+        status.save()
+    return withdrawn
+
+
+def _released_names(folder):
+    """The names nbgrader's release_feedback gives the folder's pages in the exchange (a
+    hash of the submission's secret and the notebook's name, as fetch_feedback looks them up)."""
+    from nbgrader.utils import notebook_hash
+
+    secret = folder / "submission_secret.txt"
+    if not secret.is_file():
+        return []
+    key = secret.read_text()
+    return [f"{notebook_hash(secret=key, notebook_id=page.stem)}.html" for page in sorted(folder.glob("*.html"))]
+
+
+def withdrawn_lines(withdrawn):
+    """What make feedback and make release-feedback say of the pages they took out."""
+    if not withdrawn:
+        return []
+    return ([f"withdrew the pages of {len(withdrawn)} submission(s) no longer graded, from feedback/ and from the exchange where released:"]
+            + [f"  WITHDRAWN {w.student} / {w.assignment}: {w.reason}" for w in withdrawn])
+
+
 def generate(root, assignment=None, student=None, force=False, jobs=None, scheduler=None, progress=True,
              memory=None):
-    """Make the feedback pages that changed (all with force) for the selection; returns
-    {"written": n, "unchanged": n, "failed": {(student, assignment): reason}}."""
+    """Make the feedback pages that changed (all with force) for the selection, after
+    withdrawing those of submissions no longer graded; returns {"written": n, "unchanged": n,
+    "failed": {(student, assignment): reason}, "withdrawn": [Withdrawn]}."""
     from nbgrader.api import Gradebook
 
     from grader.grading.autograde import WORKER_MEMORY, default_jobs
@@ -281,19 +358,20 @@ def generate(root, assignment=None, student=None, force=False, jobs=None, schedu
         comments = _comments(gb.db, assignment, student)
     granted = extensions.load(root)
     common = json.dumps([feedback_code(), (root / "nbgrader_config.py").read_text()])
+    subs = [sub for sub in subs if (root / "autograded" / sub.student / sub.assignment).is_dir()]
+    # (one in the gradebook but not autograded here has no page: nbgrader would skip it too)
+    withdrawn = withdraw_stale(root, assignment, student, {(sub.student, sub.assignment) for sub in subs})
     status = FeedbackStatus(root)
     todo, unchanged = [], 0
     for sub in subs:
         folder = root / "autograded" / sub.student / sub.assignment
-        if not folder.is_dir():
-            continue  # in the gradebook but not autograded here (nbgrader would skip it too)
         fp = fingerprint(sub, comments, folder, common, granted.get((sub.student, sub.assignment)))
         pages = root / "feedback" / sub.student / sub.assignment
         if not force and status.get(sub.student, sub.assignment) == fp and any(pages.glob("*.html")):
             unchanged += 1
             continue
         todo.append((sub.student, sub.assignment, fp))
-    summary = {"written": 0, "unchanged": unchanged, "failed": {}}
+    summary = {"written": 0, "unchanged": unchanged, "failed": {}, "withdrawn": withdrawn}
     if not todo:
         return summary
     bar = layout.Progress("feedback", len(todo), enabled=progress)
@@ -401,7 +479,7 @@ def main_summary(summary, seconds):
     lines = [f"feedback: {summary['written']} submission(s) written under feedback/, {summary['unchanged']} unchanged "
              f"and skipped (FORCE=1 makes them again), {len(failed)} failed; {seconds:.1f} s"]
     lines += [f"  FAILED {s} / {a}: {reason}" for (s, a), reason in sorted(failed.items())]
-    return "\n".join(lines)
+    return "\n".join(lines + withdrawn_lines(summary["withdrawn"]))
 
 
 def run(root, assignment=None, student=None, force=False, jobs=None, scheduler=None, memory=None):

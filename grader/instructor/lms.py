@@ -112,6 +112,7 @@ class Found:
     time_status: str = "known"   # or a stand-in's reason: "unknown", "on_time", "no_due_date" (_without_time)
     student: str = ""
     matched_by: str = ""
+    renamed_from: str = ""  # the name the student handed it in under, where collect gave it the notebook's
 
 
 @dataclass
@@ -138,8 +139,10 @@ class Result:
                 when = (f"submitted {f.time:%Y-%m-%d %H:%M} UTC ({f.time_source})" if f.time_status == "known"
                         else f"time unknown ({f.time_source})")
                 late = " LATE" if f.late else ""
+                renamed = (f"  [handed in as {f.renamed_from!r}, the assignment's only notebook: collected "
+                           "under its name]") if f.renamed_from else ""
                 lines.append(f"  collected {student} / {f.notebook}{late}, {when}  <- {f.path}"
-                             + (f"  [{f.matched_by}]" if f.matched_by else ""))
+                             + (f"  [{f.matched_by}]" if f.matched_by else "") + renamed)
         for path, reason in self.skipped:
             lines.append(f"  SKIPPED {path}: {reason}")
         lines += [f"  WARNING {w}" for w in self.warnings]
@@ -234,7 +237,7 @@ def parse(path, notebooks, tz="UTC", lms=None):
                      base, re.IGNORECASE)
         if m:
             return _found(path, "plain", m["sid"], "", m["file"], notebooks)
-    if canvas:  # a Canvas name around a notebook the student renamed: collected, then reported
+    if canvas:  # a Canvas name around a notebook the student renamed: collected (plan renames it)
         return _canvas(path, canvas, notebooks)
     return None, ("name matches no LMS naming (Canvas, Moodle, Blackboard, or "
                   f"<student>_<notebook>.ipynb with a notebook of this assignment: {', '.join(notebooks)})")
@@ -380,6 +383,9 @@ def plan(names, notebooks, roster, settings, due=None, entry_times=None, times=N
         if winner.time is None:
             _without_time(winner, settings, due, (entry_times or {}).get(winner.path))
         result.collected.setdefault(student, []).append(winner)
+    if len(notebooks) == 1:
+        for found in result.collected.values():
+            _as_the_notebook(found, notebooks[0])
     if result.unknown:
         result.warnings.append(
             f"{len(result.unknown)} submission(s) without a submission time: their lateness is unknown and "
@@ -390,6 +396,16 @@ def plan(names, notebooks, roster, settings, due=None, entry_times=None, times=N
         result.warnings += [f"{times.source}, row {r.row}: {r.key!r} matches no collected file"
                             for r in times.unused()]
     return result
+
+
+def _as_the_notebook(found, notebook):
+    """An assignment of one notebook, handed in as one notebook under another name (a student's
+    "final (2).ipynb"): collected as the assignment's notebook, its own name kept in
+    renamed_from and said in the summary. Grading then reads it like any other: its cells'
+    metadata, not its file name, say what it is. Two names, or one of them the notebook's own,
+    stay as they are (make autograde says which it found)."""
+    if len(found) == 1 and found[0].notebook != notebook:
+        found[0].renamed_from, found[0].notebook = found[0].notebook, notebook
 
 
 def _without_time(found, settings, due, entry_time=None):

@@ -11,8 +11,10 @@ first so that the formgrader, feedback and these files agree.
 Who is listed: every student in the gradebook (the roster, `make roster`, plus anyone who
 handed something in) for every assignment that counts: its due date has passed or
 something was collected for it. A student with nothing for such an assignment is
-"missing" (no score, not a silent 0); a submission nbgrader could not grade is "needs
-attention" with its reason; one collected but not graded yet is "not graded yet".
+"missing" (no score, not a silent 0) once its due date (or the student's extension) has
+passed, and "not due yet" before: not in the totals, nor in the missing or struggling lists;
+a submission nbgrader could not grade is "needs attention" with its reason; one collected but
+not graded yet is "not graded yet".
 
 Lateness is measured from each student's due date: the assignment's, or the one a
 per-student extension (grader.instructor.extensions) gives. A submission whose time the LMS did not
@@ -50,6 +52,7 @@ from grader.grading import extensions, late, layout, scores
 from grader.instructor import lms, roster
 
 GRADED, MISSING, ATTENTION, PENDING = "graded", "missing", "needs_attention", "not_graded_yet"
+NOT_DUE = "not_due_yet"  # nothing handed in, and the student's due date is still ahead
 NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
                     "email", "raw_score", "late_submission_penalty", "score", "max_score"]
 EXTRA_COLUMNS = ["status", "needs_attention", "flags", "manual_grade", "extra_credit", "days_late",
@@ -271,6 +274,8 @@ def gather(root, config=None, now=None):
             elif s["id"] in collected:
                 row.status = PENDING
                 row.reason = "collected but not graded yet: run make autograde"
+            elif (row.extended_due or duedate) is not None and (row.extended_due or duedate) > now:
+                row.status = NOT_DUE  # the assignment counts (something was collected), this student's time is not up
             rows.append(row)
     rule = late.policy(config)
     store = roster.load_store(root) or {}
@@ -417,7 +422,7 @@ def summaries(table):
         pct = [100.0 * r.score / a["max_score"] for r in graded if a["max_score"]]
         out.append({
             "assignment": a["name"], "due": a["duedate"], "max": a["max_score"],
-            "handed_in": sum(r.status != MISSING for r in rows), "graded": len(graded),
+            "handed_in": sum(r.status not in (MISSING, NOT_DUE) for r in rows), "graded": len(graded),
             "attention": sum(r.status == ATTENTION for r in rows),
             "pending": sum(r.status == PENDING for r in rows),
             "missing": sum(r.status == MISSING for r in rows), "late": sum(r.late for r in rows),
@@ -532,7 +537,7 @@ def sections(table):
         f"students: {len(table.students)}; assignments that count: {len(table.assignments)}"
         + (f" (not counted yet, nothing collected and not due: {', '.join(table.not_counted)})" if table.not_counted else ""),
         f"submissions graded: {count[GRADED]}; need attention: {count[ATTENTION]}; "
-        f"not graded yet: {count[PENDING]}; missing: {count[MISSING]}; "
+        f"not graded yet: {count[PENDING]}; missing: {count[MISSING]}; not due yet: {count[NOT_DUE]}; "
         f"late: {len(found['late'])}; lateness unknown: {len(found['unknown'])}; "
         f"extensions: {len(found['extended'])}; not on the roster: {len(table.off_roster)}",
         f"late policy: {table.policy}",
@@ -630,7 +635,7 @@ def _row_text(r):
         text = f"{score_text(r.score)} / {score_text(r.max_score)}"
         marks = ["late"] * r.late + ["manual"] * r.manual + ["+extra"] * bool(r.extra_credit)
         return text + (f" ({', '.join(marks)})" if marks else "")
-    return {MISSING: "missing", ATTENTION: "needs attention", PENDING: "not graded yet"}[r.status]
+    return {MISSING: "missing", ATTENTION: "needs attention", PENDING: "not graded yet", NOT_DUE: "not due yet"}[r.status]
 
 
 def write_markdown(secs, path):
@@ -707,6 +712,7 @@ def export(root, csv_path=None, canvas_path=None, report_dir=None, quiet=False):
         counts = Counter(r.status for r in table.rows)
         print(f"late policy: {table.policy}" + (f" ({len(changed)} penalty(ies) updated in the gradebook)" if changed else ""))
         print(f"wrote {csv_path.name} ({len(table.rows)} rows: {counts[GRADED]} graded, {counts[MISSING]} missing, "
+              f"{counts[NOT_DUE]} not due yet, "
               f"{counts[ATTENTION]} need attention, {counts[PENDING]} not graded yet), {canvas_path.name} "
               f"({len(canvas_rows(table)) - 2} students x {len(table.assignments)} assignments: "
               f"{', '.join(table.canvas_columns.values()) or 'none'}) and {out / 'grade_report.md'} (.html)")

@@ -344,7 +344,7 @@ def test_feedback_is_made_once_and_again_only_when_its_inputs_change(grown):
     first = feedback.generate(root, A, student, progress=False)
     page = root / "feedback" / student / A / f"{A}.html"
     assert first["written"] == 1 and not first["failed"] and page.exists()
-    assert feedback.generate(root, A, student, progress=False) == {"written": 0, "unchanged": 1, "failed": {}}
+    assert feedback.generate(root, A, student, progress=False) == {"written": 0, "unchanged": 1, "failed": {}, "withdrawn": []}
     with Gradebook(layout.db_url(root)) as gb:
         grade = sorted(gb.find_submission_notebook(A, A, student).grades, key=lambda g: g.name)[0]
         grade.manual_score = 0.25

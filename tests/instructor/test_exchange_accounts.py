@@ -342,10 +342,16 @@ def test_a_submission_handed_in_later_than_it_claims_gets_the_time_it_was_writte
 
 def test_feedback_reaches_its_student_only(handed_in):
     """The instructor releases ada's feedback page (written here as make feedback would,
-    beside her submission's time and secret); ada fetches it, bob can neither list the
-    feedback folder nor find her page."""
+    beside her submission's time and secret, for a submission the gradebook holds as graded);
+    ada fetches it, bob can neither list the feedback folder nor find her page."""
     srv, *_ = handed_in
     submitted = srv.course / "submitted" / srv.ada / A
+    python_as(srv.instructor, "import json, shutil; from nbgrader.api import Gradebook\n"
+                              f"with Gradebook('sqlite:///gradebook.db', 'self-attention') as gb:\n"
+                              f"    gb.update_or_create_assignment({A!r}); gb.update_or_create_student({srv.ada!r})\n"
+                              f"    gb.add_submission({A!r}, {srv.ada!r})\n"
+                              f"shutil.copytree({str(submitted)!r}, 'autograded/{srv.ada}/{A}')\nprint(json.dumps(1))",
+              cwd=str(srv.course))
     feedback = srv.course / "feedback" / srv.ada / A
     feedback.mkdir(parents=True)
     (feedback / f"{A}.html").write_text("<p>feedback for ada</p>")

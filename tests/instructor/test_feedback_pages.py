@@ -61,12 +61,12 @@ def test_pages_made_in_batches_on_a_dask_cluster_are_nbgraders_own(course, monke
     monkeypatch.setattr(feedback, "BATCH", 3)  # 7 submissions: batches of 3, 3 and 1
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         summary = feedback.generate(course, A, scheduler=cluster.scheduler_address, progress=False)
-    assert summary == {"written": len(STUDENTS), "unchanged": 0, "failed": {}}
+    assert summary == {"written": len(STUDENTS), "unchanged": 0, "failed": {}, "withdrawn": []}
     ours = {student: _page(course, student) for student in STUDENTS}
     assert "late" in ours["seed_late"].lower() and "late" not in ours["seed_full"].lower().split("<body")[1]
     assert ours == _nbgraders_pages(course, STUDENTS)
     # nothing changed: nothing is made, here or on a cluster
-    assert feedback.generate(course, A, progress=False) == {"written": 0, "unchanged": len(STUDENTS), "failed": {}}
+    assert feedback.generate(course, A, progress=False) == {"written": 0, "unchanged": len(STUDENTS), "failed": {}, "withdrawn": []}
 
 
 def _unknown_cell(text):
@@ -108,3 +108,45 @@ def test_a_page_that_cannot_be_made_is_named_with_its_own_reason_and_the_others_
             path.write_bytes(data)
     again = feedback.generate(course, A, progress=False)
     assert again["written"] == 2 and not again["failed"] and all(_page(course, s) is not None for s in broken)
+
+
+def test_pages_of_a_submission_no_longer_graded_are_withdrawn_before_release(tmp_path, capsys):
+    """A submission regraded into "needs attention" (make autograde then leaves it no grades and
+    no autograded notebook) and a student taken out of the gradebook (nbgrader db student
+    remove): their pages are withdrawn from feedback/, and from the exchange where they had
+    been released, and named; the other pages stay, released as before."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    from grader.grading import layout
+    from grader.instructor import cli, feedback
+
+    root, _seeds = big_class.small_course(tmp_path / "course", [A], 1)
+    students = ["seed_full", "seed_late", "seed_manual", "seed_partial", big_class.student_name(0)]
+    for student in students:  # what nbgrader's submit leaves beside each submission, and feedback copies
+        secret = root / "autograded" / student / A / "submission_secret.txt"
+        if not secret.exists():
+            secret.write_text(f"secret of {student}")
+    assert feedback.generate(root, A, progress=False)["written"] == len(students)
+    cli.release_feedback(root, A)
+    assert f"{A}: released {len(students)} feedback page(s)" in capsys.readouterr().out
+    released = root / "exchange" / "self-attention" / "feedback"
+    names = {s: feedback._released_names(root / "feedback" / s / A) for s in students}
+    assert sorted(p.name for p in released.glob("*.html")) == sorted(n for ns in names.values() for n in ns)
+    attention, gone = "seed_partial", big_class.student_name(0)
+    with Gradebook(layout.db_url(root), "self-attention") as gb:
+        gb.remove_submission(A, attention)  # what make autograde leaves of a submission needing attention
+        gb.remove_student(gone)
+    shutil.rmtree(root / "autograded" / attention / A)
+
+    cli.release_feedback(root, A)
+    out = capsys.readouterr().out
+    assert f"  WITHDRAWN {attention} / {A}: {feedback.NOT_GRADED}" in out, out
+    assert f"  WITHDRAWN {gone} / {A}: {feedback.NOT_A_STUDENT}" in out, out
+    assert f"{A}: released {len(students) - 2} feedback page(s)" in out, out
+    assert _page(root, attention) is None and not (root / "feedback" / gone).exists()
+    kept = [s for s in students if s not in (attention, gone)]
+    assert sorted(p.name for p in released.glob("*.html")) == sorted(n for s in kept for n in names[s])
+    assert feedback.generate(root, A, progress=False) == {"written": 0, "unchanged": len(kept), "failed": {},
+                                                          "withdrawn": []}

@@ -87,6 +87,24 @@ def test_the_latest_resubmission_wins_and_the_others_are_listed_as_skipped():
     assert any("2 submission(s) without a submission time" in w and "TIMES=" in w for w in result.warnings)
 
 
+def test_the_one_notebook_handed_in_under_another_name_is_collected_under_the_notebooks():
+    """An assignment of one notebook: a student's only file, renamed by them and suffixed by the
+    LMS on a resubmission, is collected as that notebook and said so; a student who handed in
+    two names, one of them right, keeps both as they are (autograde grades the right one)."""
+    names = [f"zoezoe_103_300_Scaled attention - final (2).ipynb", f"zoezoe_103_200_Scaled attention - final.ipynb",
+             f"adaada_101_100_{NB}", "adaada_101_101_scratch.ipynb"]
+    result = lms.plan(names, [NB], lms.Roster([]), _settings(), due=DUE)
+    (zoe,) = result.collected["103"]
+    assert zoe.notebook == NB and zoe.renamed_from == "Scaled attention - final.ipynb"
+    assert zoe.path == "zoezoe_103_300_Scaled attention - final (2).ipynb"  # the resubmission
+    assert sorted(f.notebook for f in result.collected["101"]) == [NB, "scratch.ipynb"]
+    assert not any(f.renamed_from for f in result.collected["101"])
+    assert "[handed in as 'Scaled attention - final.ipynb', the assignment's only notebook" in result.summary()
+    several = lms.plan(names[:2] + ["zoezoe_103_400_draft.ipynb"], [NB, "other.ipynb"], lms.Roster([]),
+                       _settings(), due=DUE)
+    assert not any(f.renamed_from for f in several.collected["103"])  # two notebooks asked for: which?
+
+
 def test_work_without_a_time_counts_as_on_time_only_when_configured():
     names = [f"lovelaceada_LATE_12345_300_{NB}"]
     result = lms.plan(names, [NB], lms.Roster([]), _settings(unknown_time="on_time"), due=DUE)

@@ -105,6 +105,23 @@ def test_report_and_exports_agree_with_the_gradebook_after_an_override_and_a_pen
     assert "10% of the points earned" in late_part
 
 
+def test_before_the_due_date_nothing_handed_in_is_not_due_yet_not_missing(term):
+    """Read the day before the due date (the assignment counts already: files were collected):
+    carl, with nothing handed in, is "not due yet", out of his total, the missing list and the
+    struggling list; after the due date the same gradebook says missing (the test below)."""
+    import datetime
+
+    root, *_ = term
+    table = report.gather(root, now=datetime.datetime(2025, 9, 30, 12, 0))
+    carl = next(r for r in table.rows if r.student == "carl")
+    assert carl.status == report.NOT_DUE and report._row_text(carl) == "not due yet"
+    assert table.totals()["carl"]["possible"] == 0 and table.totals()["carl"]["percent"] is None
+    found = report.lists(table)
+    assert "carl" not in found["missing"] and "carl" not in [s for s, *_ in found["struggling"]]
+    after = report.gather(root, now=datetime.datetime(2025, 10, 2, 12, 0))
+    assert next(r for r in after.rows if r.student == "carl").status == report.MISSING
+
+
 def test_a_student_with_nothing_handed_in_is_missing_not_zero(term):
     root, *_ = term
     with open(root / "grades.csv", newline="") as f:
@@ -174,6 +191,24 @@ def test_plain_nbgrader_autograde_applies_the_course_late_policy(tmp_path):
     with _gradebook(root) as gb:
         sub = gb.find_submission(A, "ada")
         assert sub.score == 10.0 and sub.late_submission_penalty == pytest.approx(3.0)  # 3 days x 10 %
+
+
+def test_assignment_names_several_as_make_release_takes_them(tmp_path, capsys):
+    """ASSIGNMENT="01_bag_of_words 05_scaled_attention" releases both to the exchange; a name
+    the course lacks stops the command naming it, before anything is released; an LMS download
+    takes one name."""
+    root = synthetic.make_course(tmp_path / "course")
+    with pytest.raises(SystemExit, match="unknown assignment '07_nope'"):
+        instructor.main(["release-exchange", "--assignment", f"{A} 07_nope", "--root", str(root)])
+    outbound = root / "exchange" / "self-attention" / "outbound"
+    assert not outbound.exists() or not any(outbound.iterdir())
+    instructor.main(["release-exchange", "--assignment", f"01_bag_of_words {A}", "--root", str(root)])
+    out = capsys.readouterr().out
+    assert out.startswith("01_bag_of_words: released to ") and f"\n{A}: released to " in out, out
+    assert (outbound / A / NB).exists() and (outbound / "01_bag_of_words" / "01_bag_of_words.ipynb").exists()
+    with pytest.raises(SystemExit, match="an LMS download holds one assignment"):
+        instructor.main(["collect", "--zip", str(tmp_path / "download.zip"), "--assignment",
+                         f"01_bag_of_words {A}", "--root", str(root)])
 
 
 def test_exchange_route_release_fetch_submit_collect(tmp_path, capsys):
