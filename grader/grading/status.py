@@ -70,6 +70,13 @@ class Status:
             f.write(lines)
         self._journaled += len(items)
 
+    def drop_student(self, student):
+        """Forget every entry of a student (a stand-in id merged into the roster's,
+        grader.instructor.roster), written at once."""
+        if self.data.pop(student, None) is not None:
+            self._count = sum(len(v) for v in self.data.values())
+            self._write()
+
     def flush(self):
         """Fold the journal into the file."""
         if self._journaled or self.journal.exists():

@@ -319,7 +319,8 @@ def _off_roster(students):
         if s["canvas_id"] or s["sis_user_id"] or s["sis_login_id"]:
             todo = (f"not on the roster; grades_canvas.csv has them with Canvas ID {s['canvas_id']} from the "
                     "download. Add them to the roster (make roster CSV=..., e.g. Canvas' gradebook export) "
-                    "for their name, SIS ids and section, then make export.")
+                    "for their name, SIS ids and section, with that Canvas ID as lms_user_id: where they were "
+                    "collected under it, their work moves to their roster id. Then make autograde and make export.")
         else:
             todo = ("not on the roster and no Canvas id known, so they are NOT in grades_canvas.csv (Canvas "
                     "matches rows by ID, SIS User ID or SIS Login ID). Add them to the roster with their "

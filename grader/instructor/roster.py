@@ -16,10 +16,18 @@ roster, are kept in the course file ``roster.json`` (read by grader.instructor.r
 
 Every student on the roster is in the report and the exports; one who hands nothing in is
 listed as missing, not given a silent 0.
+
+A student collected from an LMS download before the roster named them was filed under their
+LMS id (the Canvas user id: grader.instructor.lms); importing a roster row with that
+``lms_user_id`` moves their submissions to their roster id and takes the stand-in out of the
+gradebook, the grading status, the download's record and feedback/ (merge_stand_ins), so the
+exports name them once; make autograde then grades them under their own id.
 """
 import csv
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -131,10 +139,73 @@ def import_roster(root, csv_path):
     new = sorted(set(after) - before)
     print(f"roster: {len(rows)} student(s) imported from {csv_path} ({len(new)} new, "
           f"{len(rows) - len(new)} updated); the gradebook now has {len(after)} student(s)")
+    for line in merge_stand_ins(root, rows, config):
+        print(line)
+    after = student_ids(root, config)
     not_listed = sorted(set(after) - {r['id'] for r in rows})
     if not_listed:
         print(f"  in the gradebook but not in this file (kept): {', '.join(not_listed)}")
     return after
+
+
+def merge_stand_ins(root, rows, config):
+    """For each roster row whose lms_user_id is not its id: where an LMS download was collected
+    before the roster named the student, their work was filed under that LMS id, a stand-in.
+    Its submitted/ folders move to the student's own (an assignment the student has under
+    their own id already keeps theirs: the stand-in's copy came from an earlier download); the
+    stand-in leaves the gradebook (nbgrader's remove_student), the grading status,
+    autograded/, the downloads' records (collected.json, under the student's id now) and
+    feedback/ (its pages withdrawn, from the exchange too). An LMS id that is a student's own
+    id on the roster is never a stand-in. Returns what it says it did, a line each."""
+    from nbgrader.api import Gradebook
+
+    from grader.grading.status import Status
+    from grader.instructor import feedback
+
+    root = Path(root)
+    listed = {r["id"] for r in rows} | set((load_store(root) or {}).get("students", {}))
+    pairs = [(r["id"], (r.get("lms_user_id") or "").strip()) for r in rows]
+    pairs = [(real, lms_id) for real, lms_id in pairs if lms_id and lms_id not in listed and not safe_student_id(lms_id)]
+    if not pairs:
+        return []
+    with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+        in_gradebook = {s.id for s in gb.students}
+    status = Status(root)
+    lines = []
+    for real, lms_id in pairs:
+        folder = root / "submitted" / lms_id
+        if not (folder.is_dir() or lms_id in in_gradebook or status.data.get(lms_id)):
+            continue
+        moved, kept = [], []
+        for work in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+            target = root / "submitted" / real / work.name
+            if target.exists():
+                kept.append(work.name)
+                shutil.rmtree(work)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(work, target)
+                moved.append(work.name)
+        shutil.rmtree(folder, ignore_errors=True)
+        for record in sorted((root / "downloaded").glob("*/collected.json")):
+            history = json.loads(record.read_text())
+            if lms_id in history:
+                files = history.pop(lms_id)
+                history.setdefault(real, files)
+                record.write_text(json.dumps(history, indent=1, sort_keys=True))
+        shutil.rmtree(root / "autograded" / lms_id, ignore_errors=True)
+        status.drop_student(lms_id)
+        if lms_id in in_gradebook:
+            with Gradebook(layout.db_url(root), config.CourseDirectory.course_id) as gb:
+                gb.remove_student(lms_id)
+        withdrawn = feedback.withdraw_stale(root, student=lms_id)
+        lines.append(f"  {real} was collected as {lms_id} (their LMS id) before the roster named them: "
+                     + (f"moved {', '.join(moved)} to submitted/{real}/; " if moved else "")
+                     + (f"kept {real}'s own {', '.join(kept)}; " if kept else "")
+                     + f"{lms_id} removed from the gradebook and the grading status"
+                     + (f", its {len(withdrawn)} feedback page folder(s) withdrawn" if withdrawn else "")
+                     + ("; run make autograde to grade them as " + real if moved else ""))
+    return lines
 
 
 def student_ids(root, config=None):
