@@ -11,6 +11,7 @@ from torch.nn import functional as F
 
 import grader
 from grader.checks import compare, devices, diagnosis, inputs, student_call
+from grader.checks.diagnosis import pictures
 from grader.checks.diagnosis.variants import _factor_candidates
 from grader.checks.core import CheckError, run_check
 from grader.checks.exercises import EXERCISES
@@ -281,6 +282,22 @@ def test_a_failing_values_check_carries_its_smallest_failing_case():
     with pytest.raises(CheckError) as info:
         grader.check_masked_softmax(wrong_dim, "rows_sum_to_one")  # not a values check
     assert info.value.case is None and info.value.picture is None
+
+
+def test_a_picture_of_scores_labels_its_axes_key_and_query():
+    """Online softmax works on rows of scores: its picture's axes are a query's row over keys,
+    not a token's features."""
+    def never_rescaled(scores):
+        m = torch.full(scores.shape[:-1], float("-inf"), dtype=scores.dtype)
+        total = torch.zeros_like(m)
+        for j in range(scores.shape[-1]):
+            m_new = torch.maximum(m, scores[..., j])
+            total = total + torch.exp(scores[..., j] - m_new)  # the running sum never rescaled
+            m = m_new
+        return torch.exp(scores - m.unsqueeze(-1)) / total.unsqueeze(-1)
+    with pytest.raises(CheckError) as info:
+        grader.check_online_softmax(never_rescaled, "plain")
+    assert info.value.case["kind"] == "weights" and pictures.AXES["weights"] == ("key", "query")
 
 
 def test_the_picture_is_shown_inline_in_a_kernel_before_the_error():

@@ -290,7 +290,7 @@ EXERCISES["online_softmax"] = Exercise(
                "F.softmin", "F.log_softmax", "torch.log_softmax", "nn.Softmax", "nn.Softmin", "nn.LogSoftmax"),
     diagnosis=Diagnosis(
         sizes=_online_softmax_sizes, crop=lambda i, L: {**i, "scores": i["scores"][..., :L, :]},
-        reads=diagnosis.reads("scores", N="-1"),
+        reads=diagnosis.reads("scores", N="-1"), picture="weights",  # a row of scores per query, over keys
         given_code=True, running_max=True,
         task="one pass with a running maximum and a running sum, then normalise",
         first_finding=diagnosis.online_softmax_finding))
