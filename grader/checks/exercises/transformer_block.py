@@ -180,12 +180,21 @@ def _repeatable(ctx):
 
 
 def _dropout_trains(ctx):
-    """With dropout > 0, training mode changes the output that evaluation mode gives."""
-    if ctx.close(ctx.run(dict(ctx.inputs, train=True)), ctx.out):
+    """With dropout > 0, training mode changes the output that evaluation mode gives, and only
+    through the attention's dropout: the residual stream is added to, never dropped, so no entry
+    of the output is exactly 0 (a dropout on x itself zeroes about a share dropout of them)."""
+    trained = ctx.run(dict(ctx.inputs, train=True))
+    if ctx.close(trained, ctx.out):
         return (f"in training mode, with dropout={ctx.inputs['dropout']}, the output is the same as in "
                 "evaluation mode: dropout never runs while training.\n  Leave the mode to the caller: "
                 "no .eval() (or training=False) inside forward; the given layers follow "
                 "model.train() and model.eval() themselves.", "dropout_never_trains")
+    zeros = int((trained == 0).sum())
+    if zeros and not bool((ctx.out == 0).any()):
+        return (f"in training mode, with dropout={ctx.inputs['dropout']}, {zeros} of {trained.numel()} entries "
+                "of the output are exactly 0: a dropout runs on the residual stream itself.\n  The stream "
+                "is only ever added to; the block's one dropout is the attention's, on its weights.",
+                "stream_dropout")
 
 
 def _gradient_flows(ctx):
