@@ -570,3 +570,14 @@ def collected_info(root, assignment):
     """What collected.json says about each student's files for this assignment."""
     record = Path(root) / "downloaded" / assignment / "collected.json"
     return json.loads(record.read_text()) if record.exists() else {}
+
+
+def rename_in_records(root, old, new):
+    """Every download's record (collected.json) files `old`'s entries under `new` (where
+    `new` has none of its own), as collect would have written them had the roster named the
+    student then (grader.instructor.roster.merge_stand_ins)."""
+    for record in sorted((Path(root) / "downloaded").glob("*/collected.json")):
+        history = json.loads(record.read_text())
+        if old in history:
+            history.setdefault(new, history.pop(old))
+            record.write_text(json.dumps(history, indent=1, sort_keys=True))

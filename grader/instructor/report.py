@@ -274,7 +274,7 @@ def gather(root, config=None, now=None):
             elif s["id"] in collected:
                 row.status = PENDING
                 row.reason = "collected but not graded yet: run make autograde"
-            elif (row.extended_due or duedate) is not None and (row.extended_due or duedate) > now:
+            elif (due := row.extended_due or duedate) is not None and due > now:
                 row.status = NOT_DUE  # the assignment counts (something was collected), this student's time is not up
             rows.append(row)
     rule = late.policy(config)

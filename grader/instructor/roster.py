@@ -35,7 +35,7 @@ from pathlib import Path
 
 from grader.instructor.csvfile import read_csv
 from grader.grading import layout
-from grader.instructor.lms import safe_student_id
+from grader.instructor.lms import rename_in_records, safe_student_id
 
 COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")
 CANVAS_COLUMNS = ("Student", "ID", "SIS Login ID")
@@ -187,12 +187,7 @@ def merge_stand_ins(root, rows, config):
                 os.replace(work, target)
                 moved.append(work.name)
         shutil.rmtree(folder, ignore_errors=True)
-        for record in sorted((root / "downloaded").glob("*/collected.json")):
-            history = json.loads(record.read_text())
-            if lms_id in history:
-                files = history.pop(lms_id)
-                history.setdefault(real, files)
-                record.write_text(json.dumps(history, indent=1, sort_keys=True))
+        rename_in_records(root, lms_id, real)
         shutil.rmtree(root / "autograded" / lms_id, ignore_errors=True)
         status.drop_student(lms_id)
         if lms_id in in_gradebook:
